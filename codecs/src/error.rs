@@ -1,0 +1,83 @@
+//! The engine's one error type. The binding maps each variant to one Python exception.
+
+use std::io;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A store, array or group that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+
+    /// A selection outside the array, or of the wrong dimensionality.
+    #[error("{0}")]
+    InvalidSelection(String),
+
+    /// An argument that can never be valid (zero threads, a negative cache size...).
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// Valid Zarr that zarrpipe (or zarrs) cannot read: a codec or data type it lacks.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+
+    /// Metadata that does not parse or breaks the spec.
+    #[error("invalid metadata for {path:?}: {reason}")]
+    Metadata { path: String, reason: String },
+
+    /// Chunk bytes that do not decode to what the metadata promises.
+    #[error("chunk {key:?} is corrupt: {reason}")]
+    Corrupt { key: String, reason: String },
+
+    /// A crc32c checksum that does not match the data it guards.
+    #[error(
+        "chunk {key:?} failed its crc32c check: stored {stored:#010x}, computed {computed:#010x}"
+    )]
+    Checksum {
+        key: String,
+        stored: u32,
+        computed: u32,
+    },
+
+    /// The store could not be read (permissions, I/O, a remote failure).
+    #[error("cannot read {key:?}: {source}")]
+    Storage {
+        key: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// An output or chunk buffer larger than the machine can allocate.
+    #[error("cannot allocate {bytes} bytes for {what}")]
+    OutOfMemory { bytes: u128, what: String },
+}
+
+impl Error {
+    pub(crate) fn corrupt(key: &str, reason: impl std::fmt::Display) -> Self {
+        Self::Corrupt {
+            key: key.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn storage(key: &str, source: io::Error) -> Self {
+        Self::Storage {
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// The chunk (or metadata) key the error is about, where there is one.
+    #[must_use]
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Corrupt { key, .. } | Self::Checksum { key, .. } | Self::Storage { key, .. } => {
+                Some(key)
+            }
+            Self::Metadata { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+}

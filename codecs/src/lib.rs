@@ -1,0 +1,10 @@
+//! zarrpipe's read engine: open Zarr v2/v3 arrays through [`zarrs`], plan which chunks a
+//! selection touches, and decode them in parallel on a rayon pool into freshly allocated
+//! buffers that nobody else holds. No Python here; `src/` in the workspace root binds it.
+
+pub mod buffer;
+pub mod dtype;
+pub mod error;
+
+pub use dtype::{ElementKind, ElementType};
+pub use error::{Error, Result};

@@ -1,0 +1,106 @@
+//! Element types as NumPy, DLPack and the buffer protocol spell them.
+
+use dlpark::ffi::{DLDataType, DLDataTypeCode};
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use zarrpipe_codecs::{ElementKind, ElementType};
+
+/// One cached `numpy.dtype` per element type (native byte order).
+static DTYPES: [PyOnceLock<Py<PyArrayDescr>>; ElementType::ALL.len()] =
+    [const { PyOnceLock::new() }; ElementType::ALL.len()];
+
+fn index_of(t: ElementType) -> usize {
+    ElementType::ALL
+        .iter()
+        .position(|x| *x == t)
+        .unwrap_or_default()
+}
+
+/// The native-byte-order `numpy.dtype` of an element type. `bfloat16` needs `ml_dtypes`.
+pub fn numpy_dtype(py: Python<'_>, t: ElementType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    let cached = DTYPES[index_of(t)].get_or_try_init(py, || -> PyResult<_> {
+        let descr = if t == ElementType::BFloat16 {
+            let ml_dtypes = py.import("ml_dtypes").map_err(|_| {
+                PyTypeError::new_err(
+                    "bfloat16 data needs the ml_dtypes package for a NumPy dtype: pip install ml_dtypes",
+                )
+            })?;
+            PyArrayDescr::new(py, ml_dtypes.getattr("bfloat16")?)?
+        } else {
+            PyArrayDescr::new(py, t.name())?
+        };
+        Ok(descr.unbind())
+    })?;
+    Ok(cached.bind(py).clone())
+}
+
+/// The element type of a NumPy dtype, ignoring byte order (callers normalise it).
+pub fn from_numpy_dtype(descr: &Bound<'_, PyArrayDescr>) -> PyResult<ElementType> {
+    let size = descr.itemsize();
+    let kind = match descr.kind() {
+        b'b' => Some(ElementKind::Bool),
+        b'i' => Some(ElementKind::Int),
+        b'u' => Some(ElementKind::UInt),
+        b'f' => Some(ElementKind::Float),
+        b'c' => Some(ElementKind::Complex),
+        _ if size == 2 && descr.getattr("name")?.extract::<String>()? == "bfloat16" => {
+            Some(ElementKind::BFloat)
+        }
+        _ => None,
+    };
+    kind.and_then(|k| {
+        ElementType::ALL
+            .into_iter()
+            .find(|t| t.kind() == k && t.size() == size)
+    })
+    .ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "unsupported dtype {descr}: zarrpipe holds bool, (u)int8-64, float16/32/64, bfloat16 and complex64/128"
+        ))
+    })
+}
+
+/// The DLPack type descriptor.
+pub fn dlpack_dtype(t: ElementType) -> DLDataType {
+    let code = match t.kind() {
+        ElementKind::Bool => DLDataTypeCode::BOOL,
+        ElementKind::Int => DLDataTypeCode::INT,
+        ElementKind::UInt => DLDataTypeCode::UINT,
+        ElementKind::Float => DLDataTypeCode::FLOAT,
+        ElementKind::BFloat => DLDataTypeCode::BFLOAT,
+        ElementKind::Complex => DLDataTypeCode::COMPLEX,
+    };
+    #[allow(clippy::cast_possible_truncation)] // at most 128 bits
+    DLDataType {
+        code,
+        bits: (t.size() * 8) as u8,
+        lanes: 1,
+    }
+}
+
+/// The PEP 3118 format string (native order, standard sizes), NUL-terminated.
+pub fn buffer_format(t: ElementType) -> PyResult<&'static std::ffi::CStr> {
+    Ok(match t {
+        ElementType::Bool => c"?",
+        ElementType::Int8 => c"b",
+        ElementType::Int16 => c"h",
+        ElementType::Int32 => c"i",
+        ElementType::Int64 => c"q",
+        ElementType::UInt8 => c"B",
+        ElementType::UInt16 => c"H",
+        ElementType::UInt32 => c"I",
+        ElementType::UInt64 => c"Q",
+        ElementType::Float16 => c"e",
+        ElementType::Float32 => c"f",
+        ElementType::Float64 => c"d",
+        ElementType::Complex64 => c"Zf",
+        ElementType::Complex128 => c"Zd",
+        ElementType::BFloat16 => {
+            return Err(PyBufferError::new_err(
+                "bfloat16 has no buffer-protocol format; use buffer(), to_numpy() or __dlpack__",
+            ))
+        }
+    })
+}
