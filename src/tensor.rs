@@ -15,7 +15,7 @@ use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{IntoPyDict, PyTuple};
 use zarrpipe_codecs::{buffer, ElementType};
 
 use crate::bytes_view::BytesView;
@@ -110,7 +110,9 @@ impl Tensor {
     #[staticmethod]
     fn from_numpy(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Self> {
         let np = py.import("numpy")?;
-        let mut arr = np.call_method1("ascontiguousarray", (array,))?;
+        // `asarray(order="C")`, not `ascontiguousarray`, which turns 0-d arrays into 1-d.
+        let kwargs = [("order", "C")].into_py_dict(py)?;
+        let mut arr = np.call_method("asarray", (array,), Some(&kwargs))?;
         let descr = arr.getattr("dtype")?.cast_into::<PyArrayDescr>()?;
         let dtype = from_numpy_dtype(&descr)?;
         let native = numpy_dtype(py, dtype)?;

@@ -7,12 +7,24 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
 CPU = (1, 0)
 
-_DTYPE_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}  # kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
+# kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool
+_DTYPE_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+_NUMPY = np.lib.NumpyVersion(np.__version__)
+needs_numpy_negotiation = pytest.mark.skipif(
+    _NUMPY < "2.1.0",
+    reason="NumPy < 2.1 asks __dlpack__() for a legacy copy and cannot forward copy/device",
+)
+needs_numpy_read_only_flag = pytest.mark.skipif(
+    _NUMPY < "2.2.5",
+    reason="NumPy < 2.2.5 ignores DLPack READ_ONLY (2.1-2.2.4 import every capsule read-only)",
+)
 
 
 class DLDevice(ctypes.Structure):
@@ -36,7 +48,11 @@ class DLTensor(ctypes.Structure):
 
 
 class DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
 
 
 class DLPackVersion(ctypes.Structure):
@@ -106,7 +122,7 @@ def dlpack_dtype(dtype: np.dtype) -> tuple[int, int, int]:
 def capsule_bytes(capsule: Any) -> bytes:
     """The raw bytes a compact row-major capsule points at."""
     info = read_capsule(capsule)
-    code, bits, lanes = info["dtype"]
+    _, bits, lanes = info["dtype"]
     nbytes = math.prod(info["shape"]) * bits * lanes // 8
     if nbytes == 0:
         return b""

@@ -1,4 +1,4 @@
-"""The Tensor ownership contract: read-only shared faces, the into_dlpack() move, and the tombstone."""
+"""The Tensor ownership contract: read-only shared faces, the into_dlpack() move, the tombstone."""
 
 import ctypes
 import gc
@@ -6,9 +6,8 @@ import re
 
 import numpy as np
 import pytest
-from dlpack_ctypes import capsule_bytes
-
 import zarrpipe
+from dlpack_ctypes import capsule_bytes, needs_numpy_negotiation, needs_numpy_read_only_flag
 from zarrpipe import Tensor
 
 SHARED_MESSAGE = (
@@ -46,7 +45,7 @@ _release_buffer.restype = None
 
 
 def request_buffer(obj, flags: int) -> None:
-    """Ask obj for a buffer with the given PyBUF_* flags, then release it (raises what the exporter raises)."""
+    """Ask obj for a buffer with PyBUF_* flags, then release it; raises what the exporter raises."""
     view = _PyBuffer()
     _get_buffer(obj, ctypes.byref(view), flags)
     _release_buffer(ctypes.byref(view))
@@ -77,10 +76,16 @@ def test_metadata(sample):
     assert t.nbytes == sample.nbytes
 
 
+def assert_repr_names_shape_and_dtype(t: Tensor) -> None:
+    text = repr(t)
+    assert all(str(extent) in text for extent in t.shape), text
+    assert str(t.dtype) in text or t.dtype.str in text, text
+
+
 def test_repr_mentions_shape_and_dtype():
-    text = repr(Tensor.from_numpy(np.zeros((7, 11), dtype=np.uint16)))
-    assert "7" in text and "11" in text
-    assert "uint16" in text or "<u2" in text
+    t = Tensor.from_numpy(np.zeros((7, 11), dtype=np.uint16))
+    assert t.shape == (7, 11) and t.dtype == np.uint16
+    assert_repr_names_shape_and_dtype(t)
 
 
 @pytest.mark.parametrize("dtype", [">i4", ">u2", ">f8", ">c16", ">i8"])
@@ -159,6 +164,7 @@ def test_read_only_faces_cannot_be_made_writable():
     np.testing.assert_array_equal(t.to_numpy(), grid())
 
 
+@needs_numpy_negotiation
 def test_faces_alias_one_buffer():
     t = Tensor.from_numpy(grid())
     address = t.to_numpy().ctypes.data
@@ -177,6 +183,7 @@ def test_faces_alias_one_buffer():
     [lambda t: t.__array__(copy=True), np.array, lambda t: np.asarray(t, copy=True)],
     ids=["__array__copy", "np.array", "asarray_copy"],
 )
+@needs_numpy_negotiation
 def test_array_copy_true_is_a_writable_copy(make_copy):
     t = Tensor.from_numpy(grid())
     out = make_copy(t)
@@ -185,6 +192,7 @@ def test_array_copy_true_is_a_writable_copy(make_copy):
     np.testing.assert_array_equal(t.to_numpy(), grid())
 
 
+@needs_numpy_negotiation
 def test_array_dtype_conversion():
     t = Tensor.from_numpy(grid("int32"))
     converted = t.__array__(np.float64)
@@ -231,7 +239,7 @@ SHARED_VIEWS = {
     "to_numpy_slice": lambda t: t.to_numpy()[1:, ::2],
     "asarray": np.asarray,
     "__array__": lambda t: t.__array__(),
-    "from_dlpack": np.from_dlpack,
+    "from_dlpack": pytest.param(np.from_dlpack, marks=needs_numpy_negotiation),
     "capsule": lambda t: t.__dlpack__(max_version=(1, 0)),
     "capsule_copy_false": lambda t: t.__dlpack__(max_version=(1, 0), copy=False),
 }
@@ -267,7 +275,9 @@ def test_every_view_must_be_dropped_before_the_move():
 COPIES = {
     "__array__copy": lambda t: t.__array__(copy=True),
     "np.array": np.array,
-    "from_dlpack_copy": lambda t: np.from_dlpack(t, copy=True),
+    "from_dlpack_copy": pytest.param(
+        lambda t: np.from_dlpack(t, copy=True), marks=needs_numpy_negotiation
+    ),
     "capsule_copy": lambda t: t.__dlpack__(max_version=(1, 0), copy=True),
     "legacy_capsule": lambda t: t.__dlpack__(),
     "bytes": lambda t: bytes(t.buffer()),
@@ -294,6 +304,7 @@ def test_fresh_tensor_moves_out():
     assert owned.shape == (5, 7) and owned.dtype == np.uint16
 
 
+@needs_numpy_read_only_flag
 def test_zero_size_tensors_move_out(edge_array):
     t = Tensor.from_numpy(edge_array)
     out = np.from_dlpack(t.into_dlpack())
@@ -329,8 +340,9 @@ def test_tombstone_refuses_data_faces(face):
 
 def test_tombstone_keeps_metadata():
     t = Tensor.from_numpy(grid("float32"))
-    before = (t.shape, t.dtype, t.nbytes, t.ndim, repr(t))
+    before = (t.shape, t.dtype, t.nbytes, t.ndim)
     owned = t.into_dlpack()
     del owned
     gc.collect()
-    assert (t.shape, t.dtype, t.nbytes, t.ndim, repr(t)) == before
+    assert (t.shape, t.dtype, t.nbytes, t.ndim) == before
+    assert_repr_names_shape_and_dtype(t)  # it may also say "consumed"

@@ -4,18 +4,19 @@ import gc
 
 import numpy as np
 import pytest
-from dlpack_ctypes import CPU, IS_COPIED, READ_ONLY, c_strides, capsule_bytes, dlpack_dtype, read_capsule
-
 import zarrpipe
+from dlpack_ctypes import (
+    CPU,
+    IS_COPIED,
+    READ_ONLY,
+    c_strides,
+    capsule_bytes,
+    dlpack_dtype,
+    needs_numpy_negotiation,
+    needs_numpy_read_only_flag,
+    read_capsule,
+)
 from zarrpipe import Tensor
-
-NUMPY = np.lib.NumpyVersion(np.__version__)
-needs_numpy_copy_kwarg = pytest.mark.skipif(
-    NUMPY < "2.1.0", reason="np.from_dlpack forwards copy/device to __dlpack__ only from NumPy 2.1"
-)
-needs_numpy_read_only_import = pytest.mark.skipif(
-    NUMPY < "2.2.5", reason="NumPy < 2.2.5 does not honour the DLPack READ_ONLY flag"
-)
 
 VERSIONED = [(1, 0), (1, 3), (2, 0)]
 LEGACY = [{}, {"max_version": None}, {"max_version": (0, 8)}]
@@ -139,6 +140,7 @@ def test_refusals_from_owned_tensor_are_not_type_errors():
 # --- what NumPy sees --------------------------------------------------------------------------
 
 
+@needs_numpy_negotiation
 def test_from_dlpack_round_trip(sample):
     t = Tensor.from_numpy(sample)
     out = np.from_dlpack(t)
@@ -147,7 +149,7 @@ def test_from_dlpack_round_trip(sample):
     np.testing.assert_array_equal(out, sample)
 
 
-@needs_numpy_read_only_import
+@needs_numpy_read_only_flag
 def test_from_dlpack_is_read_only():
     out = np.from_dlpack(Tensor.from_numpy(grid()))
     assert not out.flags.writeable
@@ -155,7 +157,7 @@ def test_from_dlpack_is_read_only():
         out[0, 0] = 1
 
 
-@needs_numpy_copy_kwarg
+@needs_numpy_negotiation
 def test_from_dlpack_copy_false_is_zero_copy():
     t = Tensor.from_numpy(grid())
     out = np.from_dlpack(t, copy=False, device="cpu")
@@ -163,7 +165,7 @@ def test_from_dlpack_copy_false_is_zero_copy():
     np.testing.assert_array_equal(out, grid())
 
 
-@needs_numpy_copy_kwarg
+@needs_numpy_read_only_flag
 def test_from_dlpack_copy_true_is_writable_and_independent(sample):
     t = Tensor.from_numpy(sample)
     out = np.from_dlpack(t, copy=True)
@@ -173,6 +175,7 @@ def test_from_dlpack_copy_true_is_writable_and_independent(sample):
     np.testing.assert_array_equal(t.to_numpy(), sample)
 
 
+@needs_numpy_negotiation
 def test_edge_shapes_through_from_dlpack(edge_array):
     t = Tensor.from_numpy(edge_array)
     for out in (np.from_dlpack(t), np.from_dlpack(t, copy=True)):
@@ -180,6 +183,7 @@ def test_edge_shapes_through_from_dlpack(edge_array):
         np.testing.assert_array_equal(out, edge_array)
 
 
+@needs_numpy_negotiation
 def test_exports_repeat_without_consuming():
     t = Tensor.from_numpy(grid())
     outs = [np.from_dlpack(t) for _ in range(5)]
@@ -231,6 +235,7 @@ def test_owned_legacy_capsule_carries_the_data():
     assert capsule_bytes(capsule) == src.tobytes()
 
 
+@needs_numpy_read_only_flag
 def test_from_dlpack_of_owned_is_the_same_memory_made_writable(sample):
     t = Tensor.from_numpy(sample)
     before = np.from_dlpack(t).ctypes.data
@@ -242,7 +247,7 @@ def test_from_dlpack_of_owned_is_the_same_memory_made_writable(sample):
     np.testing.assert_array_equal(out, sample)
 
 
-@needs_numpy_copy_kwarg
+@needs_numpy_read_only_flag
 def test_writing_the_moved_array_touches_nothing_else():
     src = grid("int32")
     t, twin = Tensor.from_numpy(src), Tensor.from_numpy(src)
@@ -275,6 +280,7 @@ def test_owned_export_is_one_shot_even_if_the_capsule_is_dropped():
         owned.__dlpack__(max_version=(1, 0))
 
 
+@needs_numpy_read_only_flag
 def test_big_endian_and_strided_inputs_move_out():
     src = np.arange(40, dtype=">i4").reshape(5, 8)[::2, 1::3]
     out = np.from_dlpack(Tensor.from_numpy(src).into_dlpack())

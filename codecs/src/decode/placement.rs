@@ -1,0 +1,527 @@
+//! Where one decoded chunk lands in an output buffer, and the sink that puts it there.
+//!
+//! A chunk decodes to a byte stream in C order over its *stream shape* (the chunk shape,
+//! permuted by any `transpose` codec). [`Scatter`] consumes that stream in pieces and copies
+//! the wanted part of each row straight into the output, byte-swapping big-endian data on the
+//! way, so no decoded chunk is ever materialised on its own.
+
+use std::ops::Range;
+
+/// An output buffer that several threads fill at disjoint places.
+#[derive(Clone, Copy, Debug)]
+pub struct OutPtr {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an `OutPtr` is only a capability to write; `OutPtr::new`'s contract makes every
+// writer target disjoint bytes, so sharing it across threads creates no data race.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// # Safety
+    /// `ptr` must be valid for writes of `len` bytes for as long as this value (or a copy) is
+    /// used, and concurrent users must write disjoint byte ranges.
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> Self {
+        Self { ptr, len }
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `src` to `offset`. Out-of-range writes are refused (a planner bug, never UB).
+    fn write(&self, offset: usize, src: &[u8]) -> Result<(), SinkError> {
+        let end = offset.checked_add(src.len()).ok_or(SinkError::OutOfBounds)?;
+        if end > self.len {
+            return Err(SinkError::OutOfBounds);
+        }
+        // SAFETY: in bounds (checked above); disjointness is `new`'s contract.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len()) };
+        Ok(())
+    }
+
+    /// A mutable view of `range`.
+    ///
+    /// # Safety
+    /// No other live reference or writer may touch `range` while the slice lives.
+    unsafe fn slice_mut(&self, range: Range<usize>) -> Result<&mut [u8], SinkError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(SinkError::OutOfBounds);
+        }
+        // SAFETY: in bounds; exclusivity is the caller's contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) })
+    }
+}
+
+/// Why a decoded stream did not fit its chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkError {
+    /// The stream is longer than the chunk.
+    TooLong { expected: usize },
+    /// The stream ended early.
+    TooShort { expected: usize, got: usize },
+    /// A piece that is not a whole number of elements.
+    Misaligned { elem: usize },
+    /// A write outside the output buffer: a bug in zarrpipe's planning, reported, not done.
+    OutOfBounds,
+}
+
+impl std::fmt::Display for SinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TooLong { expected } => {
+                write!(f, "decodes to more than the expected {expected} bytes")
+            }
+            Self::TooShort { expected, got } => {
+                write!(f, "decodes to {got} bytes, expected {expected}")
+            }
+            Self::Misaligned { elem } => {
+                write!(f, "decodes to a size that is not a multiple of the {elem}-byte element")
+            }
+            Self::OutOfBounds => f.write_str("internal error: write outside the output buffer"),
+        }
+    }
+}
+
+/// The part of one chunk a read wants and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Shape of the decoded chunk: the full (padded) chunk shape.
+    pub chunk_shape: Vec<u64>,
+    /// Wanted part of the chunk, in chunk coordinates.
+    pub want: Vec<Range<u64>>,
+    /// Byte offset in the output of the first wanted element.
+    pub out_offset: usize,
+    /// Byte strides of the output along each chunk axis.
+    pub out_strides: Vec<usize>,
+}
+
+/// C-order byte strides of `shape`.
+#[must_use]
+pub fn c_strides(shape: &[u64], elem: usize) -> Vec<usize> {
+    let mut strides = vec![elem; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1] as usize;
+    }
+    strides
+}
+
+impl Placement {
+    /// Places the chunk at `origin` (array coordinates) with `chunk_shape` into an output
+    /// holding `region` in C order. `None` if the chunk and the region do not meet.
+    #[must_use]
+    pub fn new(
+        origin: &[u64],
+        chunk_shape: &[u64],
+        region: &[Range<u64>],
+        out_strides: &[usize],
+    ) -> Option<Self> {
+        let mut want = Vec::with_capacity(region.len());
+        let mut out_offset = 0usize;
+        for a in 0..region.len() {
+            let lo = region[a].start.max(origin[a]);
+            let hi = region[a].end.min(origin[a] + chunk_shape[a]);
+            if lo >= hi {
+                return None;
+            }
+            want.push(lo - origin[a]..hi - origin[a]);
+            out_offset += (lo - region[a].start) as usize * out_strides[a];
+        }
+        Some(Self {
+            chunk_shape: chunk_shape.to_vec(),
+            want,
+            out_offset,
+            out_strides: out_strides.to_vec(),
+        })
+    }
+
+    /// Places a whole chunk of `shape` (already bounded) as the entire output.
+    #[must_use]
+    pub fn whole(shape: &[u64], elem: usize) -> Self {
+        Self {
+            chunk_shape: shape.to_vec(),
+            want: shape.iter().map(|&d| 0..d).collect(),
+            out_offset: 0,
+            out_strides: c_strides(shape, elem),
+        }
+    }
+
+    #[must_use]
+    pub fn chunk_bytes(&self, elem: usize) -> usize {
+        self.chunk_shape.iter().product::<u64>() as usize * elem
+    }
+
+    fn wants_whole_chunk(&self) -> bool {
+        self.want
+            .iter()
+            .zip(&self.chunk_shape)
+            .all(|(w, &d)| w.start == 0 && w.end == d)
+    }
+
+    /// True when the whole chunk, in C order, is one contiguous block of the output: then it
+    /// can be decoded straight into place.
+    #[must_use]
+    pub fn is_contiguous_whole(&self, elem: usize) -> bool {
+        self.wants_whole_chunk()
+            && c_strides(&self.chunk_shape, elem)
+                .iter()
+                .zip(&self.out_strides)
+                .zip(&self.chunk_shape)
+                .all(|((c, o), &d)| d <= 1 || c == o)
+    }
+
+    /// Writes `pattern` (one element) over the wanted part: a missing chunk's fill value.
+    pub fn fill(&self, out: &OutPtr, pattern: &[u8]) -> Result<(), SinkError> {
+        let elem = pattern.len();
+        let ndim = self.want.len();
+        let inner = self.want.last().map_or(1, |r| (r.end - r.start) as usize);
+        let row: Vec<u8> = pattern.repeat(inner);
+        let outer: Vec<Range<u64>> = self.want.iter().take(ndim.saturating_sub(1)).cloned().collect();
+        let inner_stride = self.out_strides.last().copied().unwrap_or(elem);
+        for_each_index(&outer, |coord| {
+            let mut dst = self.out_offset;
+            for (a, &c) in coord.iter().enumerate() {
+                dst += (c - outer[a].start) as usize * self.out_strides[a];
+            }
+            if inner_stride == elem {
+                out.write(dst, &row)
+            } else {
+                (0..inner).try_for_each(|i| out.write(dst + i * inner_stride, pattern))
+            }
+        })
+    }
+}
+
+/// Calls `f` with every multi-index in `ranges`, in C order (once for zero ranges).
+fn for_each_index<E>(
+    ranges: &[Range<u64>],
+    mut f: impl FnMut(&[u64]) -> Result<(), E>,
+) -> Result<(), E> {
+    if ranges.iter().any(|r| r.start >= r.end) {
+        return Ok(());
+    }
+    let mut coord: Vec<u64> = ranges.iter().map(|r| r.start).collect();
+    loop {
+        f(&coord)?;
+        let mut axis = ranges.len();
+        loop {
+            if axis == 0 {
+                return Ok(());
+            }
+            axis -= 1;
+            coord[axis] += 1;
+            if coord[axis] < ranges[axis].end {
+                break;
+            }
+            coord[axis] = ranges[axis].start;
+        }
+    }
+}
+
+/// How to turn stored bytes into native ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    Native,
+    /// Reverse every `n` bytes (the element, or each half of a complex number).
+    Swap(usize),
+}
+
+/// Consumes one chunk's decoded stream and scatters the wanted part into the output.
+pub struct Scatter<'o> {
+    out: &'o OutPtr,
+    elem: usize,
+    order: ByteOrder,
+    /// Per stream axis: wanted range and output byte stride (outer axes only).
+    outer_want: Vec<Range<u64>>,
+    outer_strides: Vec<usize>,
+    outer_shape: Vec<u64>,
+    inner_want: Range<usize>,
+    inner_stride: usize,
+    row_len: usize,
+    base: usize,
+    coord: Vec<u64>,
+    col: usize,
+    row_dst: Option<usize>,
+    consumed: usize,
+    expected: usize,
+    direct: bool,
+}
+
+impl<'o> Scatter<'o> {
+    /// `transpose`: the stream's axis `k` is chunk axis `transpose[k]` (`None` = identity).
+    pub fn new(
+        out: &'o OutPtr,
+        placement: &Placement,
+        elem: usize,
+        order: ByteOrder,
+        transpose: Option<&[usize]>,
+    ) -> Self {
+        let ndim = placement.chunk_shape.len();
+        let axes: Vec<usize> = match transpose {
+            Some(t) => t.to_vec(),
+            None => (0..ndim).collect(),
+        };
+        let mut shape: Vec<u64> = axes.iter().map(|&a| placement.chunk_shape[a]).collect();
+        let mut want: Vec<Range<u64>> = axes.iter().map(|&a| placement.want[a].clone()).collect();
+        let mut strides: Vec<usize> = axes.iter().map(|&a| placement.out_strides[a]).collect();
+        if ndim == 0 {
+            shape.push(1);
+            want.push(0..1);
+            strides.push(elem);
+        }
+        let inner = want.pop().unwrap_or(0..1);
+        let inner_len = shape.pop().unwrap_or(1) as usize;
+        let inner_stride = strides.pop().unwrap_or(elem);
+        let direct = order == ByteOrder::Native
+            && axes.iter().enumerate().all(|(k, &a)| k == a)
+            && placement.is_contiguous_whole(elem);
+        let mut scatter = Self {
+            out,
+            elem,
+            order,
+            coord: want.iter().map(|_| 0).collect(),
+            outer_want: want,
+            outer_strides: strides,
+            outer_shape: shape,
+            inner_want: inner.start as usize * elem..inner.end as usize * elem,
+            inner_stride,
+            row_len: inner_len * elem,
+            base: placement.out_offset,
+            col: 0,
+            row_dst: None,
+            consumed: 0,
+            expected: placement.chunk_bytes(elem),
+            direct,
+        };
+        scatter.row_dst = scatter.locate_row();
+        scatter
+    }
+
+    /// Total bytes the stream must have.
+    #[must_use]
+    pub fn expected(&self) -> usize {
+        self.expected
+    }
+
+    /// The output bytes this chunk occupies, when the whole stream lands there unchanged and
+    /// contiguously: decoders may then write straight into it and call [`Self::assume_written`].
+    ///
+    /// # Safety
+    /// The caller must not hold another reference into the output range, and must call
+    /// `assume_written(n)` only for bytes it actually wrote.
+    pub unsafe fn direct_target(&mut self) -> Option<&mut [u8]> {
+        if !self.direct || self.consumed != 0 {
+            return None;
+        }
+        // SAFETY: the planner gives each chunk a disjoint output range; exclusivity of this
+        // borrow is the caller's contract.
+        unsafe { self.out.slice_mut(self.base..self.base + self.expected).ok() }
+    }
+
+    /// Records that a decoder wrote `n` bytes through [`Self::direct_target`].
+    pub fn assume_written(&mut self, n: usize) {
+        self.consumed += n;
+    }
+
+    fn locate_row(&self) -> Option<usize> {
+        let mut dst = self.base;
+        for (k, &c) in self.coord.iter().enumerate() {
+            let w = &self.outer_want[k];
+            if c < w.start || c >= w.end {
+                return None;
+            }
+            dst += (c - w.start) as usize * self.outer_strides[k];
+        }
+        Some(dst)
+    }
+
+    fn next_row(&mut self) {
+        let mut axis = self.coord.len();
+        while axis > 0 {
+            axis -= 1;
+            self.coord[axis] += 1;
+            if self.coord[axis] < self.outer_shape[axis] {
+                break;
+            }
+            self.coord[axis] = 0;
+        }
+        self.row_dst = self.locate_row();
+    }
+
+    /// Feeds the next piece of the stream; its length must be a multiple of the element size.
+    pub fn write(&mut self, mut data: &[u8]) -> Result<(), SinkError> {
+        if data.len() % self.elem != 0 {
+            return Err(SinkError::Misaligned { elem: self.elem });
+        }
+        if self.consumed + data.len() > self.expected {
+            return Err(SinkError::TooLong {
+                expected: self.expected,
+            });
+        }
+        self.consumed += data.len();
+        while !data.is_empty() {
+            let take = (self.row_len - self.col).min(data.len());
+            if let Some(dst) = self.row_dst {
+                self.copy_segment(dst, &data[..take])?;
+            }
+            self.col += take;
+            data = &data[take..];
+            if self.col == self.row_len {
+                self.col = 0;
+                self.next_row();
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the wanted bytes of the segment `[col, col + seg.len())` of the current row.
+    fn copy_segment(&self, row_dst: usize, seg: &[u8]) -> Result<(), SinkError> {
+        let lo = self.inner_want.start.max(self.col);
+        let hi = self.inner_want.end.min(self.col + seg.len());
+        if lo >= hi {
+            return Ok(());
+        }
+        let src = &seg[lo - self.col..hi - self.col];
+        let first = (lo - self.inner_want.start) / self.elem;
+        if self.inner_stride == self.elem {
+            let dst = row_dst + first * self.elem;
+            self.out.write(dst, src)?;
+            if let ByteOrder::Swap(n) = self.order {
+                // SAFETY: exactly the bytes this thread just wrote for this chunk.
+                let written = unsafe { self.out.slice_mut(dst..dst + src.len())? };
+                written.chunks_exact_mut(n).for_each(<[u8]>::reverse);
+            }
+        } else {
+            let mut tmp = [0u8; 16];
+            for (i, e) in src.chunks_exact(self.elem).enumerate() {
+                let dst = row_dst + (first + i) * self.inner_stride;
+                let e = match self.order {
+                    ByteOrder::Native => e,
+                    ByteOrder::Swap(n) => {
+                        let t = &mut tmp[..self.elem];
+                        t.copy_from_slice(e);
+                        t.chunks_exact_mut(n).for_each(<[u8]>::reverse);
+                        t
+                    }
+                };
+                self.out.write(dst, e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the stream had exactly the chunk's size.
+    pub fn finish(&self) -> Result<(), SinkError> {
+        if self.consumed == self.expected {
+            Ok(())
+        } else {
+            Err(SinkError::TooShort {
+                expected: self.expected,
+                got: self.consumed,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scatters a chunk stream into a fresh output and returns the output.
+    fn scatter(
+        out_len: usize,
+        p: &Placement,
+        elem: usize,
+        order: ByteOrder,
+        transpose: Option<&[usize]>,
+        stream: &[u8],
+        piece: usize,
+    ) -> Result<Vec<u8>, SinkError> {
+        let mut buf = vec![0xEEu8; out_len];
+        let out = unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) };
+        let mut s = Scatter::new(&out, p, elem, order, transpose);
+        for c in stream.chunks(piece) {
+            s.write(c)?;
+        }
+        s.finish()?;
+        Ok(buf)
+    }
+
+    #[test]
+    fn edge_chunk_lands_in_the_corner() {
+        // Array 5x5 u8 read whole; chunk (1,1) of shape 3x3 has origin (3,3): only 2x2 inside.
+        let region = [0..5, 0..5];
+        let strides = c_strides(&[5, 5], 1);
+        let p = Placement::new(&[3, 3], &[3, 3], &region, &strides).unwrap();
+        assert_eq!(p.want, vec![0..2, 0..2]);
+        let stream: Vec<u8> = (1..=9).collect();
+        for piece in [1, 2, 4, 9] {
+            let out = scatter(25, &p, 1, ByteOrder::Native, None, &stream, piece).unwrap();
+            assert_eq!(&out[18..20], &[1, 2]);
+            assert_eq!(&out[23..25], &[4, 5]);
+            assert_eq!(out[0], 0xEE);
+        }
+    }
+
+    #[test]
+    fn big_endian_and_transposed_streams() {
+        // 2x3 u16 chunk stored transposed (F order) and big-endian.
+        let values: [[u16; 3]; 2] = [[1, 2, 3], [4, 5, 6]];
+        let mut stream = Vec::new();
+        for j in 0..3 {
+            for row in &values {
+                stream.extend_from_slice(&row[j].to_be_bytes());
+            }
+        }
+        let p = Placement::whole(&[2, 3], 2);
+        let out = scatter(12, &p, 2, ByteOrder::Swap(2), Some(&[1, 0]), &stream, 2).unwrap();
+        let got: Vec<u16> = out.chunks(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect();
+        assert_eq!(got, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn wrong_sizes_are_reported() {
+        let p = Placement::whole(&[4], 2);
+        assert!(matches!(
+            scatter(8, &p, 2, ByteOrder::Native, None, &[0; 6], 6),
+            Err(SinkError::TooShort { .. })
+        ));
+        assert!(matches!(
+            scatter(8, &p, 2, ByteOrder::Native, None, &[0; 10], 10),
+            Err(SinkError::TooLong { .. })
+        ));
+        assert!(matches!(
+            scatter(8, &p, 2, ByteOrder::Native, None, &[0; 3], 3),
+            Err(SinkError::Misaligned { .. })
+        ));
+    }
+
+    #[test]
+    fn fill_writes_only_the_wanted_part() {
+        let region = [0..4, 0..4];
+        let strides = c_strides(&[4, 4], 2);
+        let p = Placement::new(&[2, 0], &[2, 2], &region, &strides).unwrap();
+        let mut buf = vec![0u8; 32];
+        let out = unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) };
+        p.fill(&out, &[7, 0]).unwrap();
+        let got: Vec<u16> = buf.chunks(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+        assert_eq!(got, vec![0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 0, 0, 7, 7, 0, 0]);
+    }
+
+    #[test]
+    fn contiguity_of_whole_chunks() {
+        let strides = c_strides(&[4, 6], 1);
+        let row_chunk = Placement::new(&[2, 0], &[2, 6], &[0..4, 0..6], &strides).unwrap();
+        assert!(row_chunk.is_contiguous_whole(1));
+        let col_chunk = Placement::new(&[0, 0], &[4, 3], &[0..4, 0..6], &strides).unwrap();
+        assert!(!col_chunk.is_contiguous_whole(1));
+    }
+}
