@@ -1,11 +1,15 @@
 //! The Python binding of zarrpipe: `zarrpipe._zarrpipe`. It only binds; the engine is the
 //! `zarrpipe-codecs` crate in `codecs/`.
 
+mod array;
 mod bytes_view;
 mod dlpack;
 mod dtype;
 mod errors;
 mod owned_tensor;
+mod runtime;
+mod selection;
+mod store;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -16,6 +20,10 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<owned_tensor::OwnedTensor>()?;
     m.add_class::<bytes_view::BytesView>()?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<array::Array>()?;
+    m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     errors::register(m)?;
     Ok(())
 }

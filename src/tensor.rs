@@ -339,6 +339,7 @@ impl Tensor {
     }
 
     /// Moves the buffer out for a writable zero-copy export; the tensor becomes a tombstone.
+    #[allow(clippy::wrong_self_convention)] // the name is the public API; Python objects are shared
     fn into_dlpack(&self) -> PyResult<OwnedTensor> {
         let mut slot = self.lock();
         let bytes = slot

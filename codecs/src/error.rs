@@ -49,6 +49,10 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A bug in zarrpipe (or a dependency) caught before it could crash the process.
+    #[error("internal error: {0}")]
+    Internal(String),
+
     /// An output or chunk buffer larger than the machine can allocate.
     #[error("cannot allocate {bytes} bytes for {what}")]
     OutOfMemory { bytes: u128, what: String },

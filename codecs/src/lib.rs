@@ -2,9 +2,17 @@
 //! selection touches, and decode them in parallel on a rayon pool into freshly allocated
 //! buffers that nobody else holds. No Python here; `src/` in the workspace root binds it.
 
+pub mod array;
 pub mod buffer;
+pub mod cache;
+pub mod decode;
 pub mod dtype;
 pub mod error;
+pub mod hierarchy;
+pub mod pool;
+pub mod read;
+pub mod selection;
+pub mod store;
 
 pub use dtype::{ElementKind, ElementType};
 pub use error::{Error, Result};

@@ -78,7 +78,10 @@ impl Region {
         let mut expanded = Vec::with_capacity(shape.len());
         for s in selectors {
             if *s == AxisSelector::Ellipsis {
-                expanded.extend(std::iter::repeat_n(AxisSelector::FULL, shape.len() - explicit));
+                expanded.extend(std::iter::repeat_n(
+                    AxisSelector::FULL,
+                    shape.len() - explicit,
+                ));
             } else {
                 expanded.push(*s);
             }
@@ -120,7 +123,7 @@ fn resolve_index(i: i64, len: u64) -> Option<u64> {
     let len_i = i128::from(len);
     let i = i128::from(i);
     let idx = if i < 0 { i + len_i } else { i };
-    (0..len_i).contains(&idx).then(|| idx as u64)
+    (0..len_i).contains(&idx).then_some(idx as u64)
 }
 
 /// NumPy's slice-bound clamping for step 1.
@@ -174,7 +177,10 @@ mod tests {
 
     #[test]
     fn zero_d_arrays_accept_empty_and_ellipsis() {
-        assert_eq!(Region::resolve(&[], &[]).unwrap().out_shape, Vec::<u64>::new());
+        assert_eq!(
+            Region::resolve(&[], &[]).unwrap().out_shape,
+            Vec::<u64>::new()
+        );
         assert_eq!(Region::resolve(&[], &[Ellipsis]).unwrap().ranges, vec![]);
     }
 
@@ -197,7 +203,10 @@ mod tests {
             }],
         ] {
             assert!(
-                matches!(Region::resolve(&[10], &sel), Err(Error::InvalidSelection(_))),
+                matches!(
+                    Region::resolve(&[10], &sel),
+                    Err(Error::InvalidSelection(_))
+                ),
                 "{sel:?}"
             );
         }

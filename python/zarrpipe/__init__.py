@@ -1,6 +1,10 @@
 """zarrpipe: fast, correct Zarr reads into Python tensors, on a Rust codec pipeline."""
 
 from zarrpipe._zarrpipe import (
+    Array,
+    Store,
+    get_num_threads,
+    set_num_threads,
     ChecksumError,
     DecodeError,
     MetadataError,
@@ -12,6 +16,10 @@ from zarrpipe._zarrpipe import (
 )
 
 __all__ = [
+    "Array",
+    "Store",
+    "get_num_threads",
+    "set_num_threads",
     "ChecksumError",
     "DecodeError",
     "MetadataError",

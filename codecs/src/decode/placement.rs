@@ -39,7 +39,9 @@ impl OutPtr {
 
     /// Copies `src` to `offset`. Out-of-range writes are refused (a planner bug, never UB).
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), SinkError> {
-        let end = offset.checked_add(src.len()).ok_or(SinkError::OutOfBounds)?;
+        let end = offset
+            .checked_add(src.len())
+            .ok_or(SinkError::OutOfBounds)?;
         if end > self.len {
             return Err(SinkError::OutOfBounds);
         }
@@ -48,17 +50,36 @@ impl OutPtr {
         Ok(())
     }
 
-    /// A mutable view of `range`.
+    /// Reads back `len` bytes at `offset`.
     ///
     /// # Safety
-    /// No other live reference or writer may touch `range` while the slice lives.
-    unsafe fn slice_mut(&self, range: Range<usize>) -> Result<&mut [u8], SinkError> {
-        if range.start > range.end || range.end > self.len {
+    /// The bytes must have been written, and no one may be writing them now.
+    unsafe fn read(&self, offset: usize, len: usize) -> Result<&[u8], SinkError> {
+        let end = offset.checked_add(len).ok_or(SinkError::OutOfBounds)?;
+        if end > self.len {
             return Err(SinkError::OutOfBounds);
         }
-        // SAFETY: in bounds; exclusivity is the caller's contract.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) })
+        // SAFETY: in bounds; initialised and not being written (caller's contract).
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.add(offset), len) })
     }
+
+    /// Copies `src` to `offset`, then reverses every `width` bytes of it in place.
+    fn write_swapped(&self, offset: usize, src: &[u8], width: usize) -> Result<(), SinkError> {
+        self.write(offset, src)?;
+        // SAFETY: in bounds (checked by `write`), just written by this writer, and no one
+        // else touches this range (`new`'s contract).
+        let written = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), src.len()) };
+        written.chunks_exact_mut(width).for_each(<[u8]>::reverse);
+        Ok(())
+    }
+}
+
+/// Where a decoder may write a whole chunk directly: `len` possibly uninitialised bytes that
+/// belong to this chunk alone (the planner gives each chunk a disjoint output range).
+#[derive(Debug)]
+pub struct RawTarget {
+    pub ptr: *mut u8,
+    pub len: usize,
 }
 
 /// Why a decoded stream did not fit its chunk.
@@ -84,7 +105,10 @@ impl std::fmt::Display for SinkError {
                 write!(f, "decodes to {got} bytes, expected {expected}")
             }
             Self::Misaligned { elem } => {
-                write!(f, "decodes to a size that is not a multiple of the {elem}-byte element")
+                write!(
+                    f,
+                    "decodes to a size that is not a multiple of the {elem}-byte element"
+                )
             }
             Self::OutOfBounds => f.write_str("internal error: write outside the output buffer"),
         }
@@ -159,7 +183,9 @@ impl Placement {
         self.chunk_shape.iter().product::<u64>() as usize * elem
     }
 
-    fn wants_whole_chunk(&self) -> bool {
+    /// True when every element of the chunk is wanted.
+    #[must_use]
+    pub fn wants_whole_chunk(&self) -> bool {
         self.want
             .iter()
             .zip(&self.chunk_shape)
@@ -184,7 +210,12 @@ impl Placement {
         let ndim = self.want.len();
         let inner = self.want.last().map_or(1, |r| (r.end - r.start) as usize);
         let row: Vec<u8> = pattern.repeat(inner);
-        let outer: Vec<Range<u64>> = self.want.iter().take(ndim.saturating_sub(1)).cloned().collect();
+        let outer: Vec<Range<u64>> = self
+            .want
+            .iter()
+            .take(ndim.saturating_sub(1))
+            .cloned()
+            .collect();
         let inner_stride = self.out_strides.last().copied().unwrap_or(elem);
         for_each_index(&outer, |coord| {
             let mut dst = self.out_offset;
@@ -197,6 +228,36 @@ impl Placement {
                 (0..inner).try_for_each(|i| out.write(dst + i * inner_stride, pattern))
             }
         })
+    }
+}
+
+impl Placement {
+    /// Copies the wanted part back out of the output, in C order: a chunk that a read just
+    /// wrote, taken for the chunk cache.
+    ///
+    /// # Safety
+    /// This placement's bytes of `out` must have been written and must not be written now.
+    pub unsafe fn gather(&self, out: &OutPtr, elem: usize) -> Result<Vec<u8>, SinkError> {
+        let ndim = self.want.len();
+        let inner = self.want.last().map_or(1, |r| (r.end - r.start) as usize);
+        let outer: Vec<Range<u64>> = self
+            .want
+            .iter()
+            .take(ndim.saturating_sub(1))
+            .cloned()
+            .collect();
+        let total: u64 = self.want.iter().map(|r| r.end - r.start).product();
+        let mut v = Vec::with_capacity(total as usize * elem);
+        for_each_index(&outer, |coord| {
+            let mut src = self.out_offset;
+            for (a, &c) in coord.iter().enumerate() {
+                src += (c - outer[a].start) as usize * self.out_strides[a];
+            }
+            // SAFETY: written by this read (caller's contract), rows are inside `out`.
+            v.extend_from_slice(unsafe { out.read(src, inner * elem)? });
+            Ok(())
+        })?;
+        Ok(v)
     }
 }
 
@@ -305,6 +366,12 @@ impl<'o> Scatter<'o> {
         scatter
     }
 
+    /// Bytes per element: every piece passed to [`Self::write`] is a multiple of it.
+    #[must_use]
+    pub fn elem(&self) -> usize {
+        self.elem
+    }
+
     /// Total bytes the stream must have.
     #[must_use]
     pub fn expected(&self) -> usize {
@@ -312,18 +379,19 @@ impl<'o> Scatter<'o> {
     }
 
     /// The output bytes this chunk occupies, when the whole stream lands there unchanged and
-    /// contiguously: decoders may then write straight into it and call [`Self::assume_written`].
-    ///
-    /// # Safety
-    /// The caller must not hold another reference into the output range, and must call
-    /// `assume_written(n)` only for bytes it actually wrote.
-    pub unsafe fn direct_target(&mut self) -> Option<&mut [u8]> {
+    /// contiguously: a decoder may then write straight into it (through the raw pointer: the
+    /// bytes may be uninitialised) and report what it wrote with [`Self::assume_written`].
+    #[must_use]
+    pub fn direct_target(&self) -> Option<RawTarget> {
         if !self.direct || self.consumed != 0 {
             return None;
         }
-        // SAFETY: the planner gives each chunk a disjoint output range; exclusivity of this
-        // borrow is the caller's contract.
-        unsafe { self.out.slice_mut(self.base..self.base + self.expected).ok() }
+        let end = self.base.checked_add(self.expected)?;
+        (end <= self.out.len).then(|| RawTarget {
+            // SAFETY: `base + expected <= len`, so the pointer stays inside the buffer.
+            ptr: unsafe { self.out.ptr.add(self.base) },
+            len: self.expected,
+        })
     }
 
     /// Records that a decoder wrote `n` bytes through [`Self::direct_target`].
@@ -358,7 +426,7 @@ impl<'o> Scatter<'o> {
 
     /// Feeds the next piece of the stream; its length must be a multiple of the element size.
     pub fn write(&mut self, mut data: &[u8]) -> Result<(), SinkError> {
-        if data.len() % self.elem != 0 {
+        if !data.len().is_multiple_of(self.elem) {
             return Err(SinkError::Misaligned { elem: self.elem });
         }
         if self.consumed + data.len() > self.expected {
@@ -393,11 +461,9 @@ impl<'o> Scatter<'o> {
         let first = (lo - self.inner_want.start) / self.elem;
         if self.inner_stride == self.elem {
             let dst = row_dst + first * self.elem;
-            self.out.write(dst, src)?;
-            if let ByteOrder::Swap(n) = self.order {
-                // SAFETY: exactly the bytes this thread just wrote for this chunk.
-                let written = unsafe { self.out.slice_mut(dst..dst + src.len())? };
-                written.chunks_exact_mut(n).for_each(<[u8]>::reverse);
+            match self.order {
+                ByteOrder::Native => self.out.write(dst, src)?,
+                ByteOrder::Swap(n) => self.out.write_swapped(dst, src, n)?,
             }
         } else {
             let mut tmp = [0u8; 16];
@@ -483,7 +549,10 @@ mod tests {
         }
         let p = Placement::whole(&[2, 3], 2);
         let out = scatter(12, &p, 2, ByteOrder::Swap(2), Some(&[1, 0]), &stream, 2).unwrap();
-        let got: Vec<u16> = out.chunks(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect();
+        let got: Vec<u16> = out
+            .chunks(2)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+            .collect();
         assert_eq!(got, vec![1, 2, 3, 4, 5, 6]);
     }
 
@@ -512,7 +581,10 @@ mod tests {
         let mut buf = vec![0u8; 32];
         let out = unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) };
         p.fill(&out, &[7, 0]).unwrap();
-        let got: Vec<u16> = buf.chunks(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+        let got: Vec<u16> = buf
+            .chunks(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
         assert_eq!(got, vec![0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 0, 0, 7, 7, 0, 0]);
     }
 

@@ -1,0 +1,405 @@
+//! Bytes-to-bytes decoders (zstd, gzip, zlib, blosc, crc32c) that stream into a [`Scatter`].
+//!
+//! Hardened against hostile input (zarrs' own decoders are not, see ZARRS-NOTES §6): sizes in
+//! frame headers are never trusted for allocation, every decoder stops as soon as it has
+//! produced more than the chunk's size, and crc32c is checked on every read, partial or not.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::io::Read;
+
+use zstd::zstd_safe::{self, DCtx, InBuffer, OutBuffer, ResetDirective, WriteBuf};
+
+use super::chain::BytesCodec;
+use super::placement::{RawTarget, Scatter, SinkError};
+use super::scratch::Scratch;
+
+/// Size of the pieces a streaming decoder hands to the scatter: fits in L2 with room to spare.
+const PIECE: usize = 256 << 10;
+
+/// What went wrong decoding one chunk; the caller adds the chunk key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    Corrupt(String),
+    Checksum { stored: u32, computed: u32 },
+    OutOfMemory(usize),
+}
+
+impl From<SinkError> for DecodeError {
+    fn from(e: SinkError) -> Self {
+        Self::Corrupt(e.to_string())
+    }
+}
+
+/// Decodes `encoded` through `codecs` (listed in encoding order) into `sink`.
+/// The caller checks the total with `sink.finish()`.
+pub fn decode_stream(
+    codecs: &[BytesCodec],
+    encoded: &[u8],
+    sink: &mut Scatter<'_>,
+) -> Result<(), DecodeError> {
+    let Some((first, rest)) = codecs.split_first() else {
+        return Ok(sink.write(encoded)?);
+    };
+    // Any intermediate result is compressed data for `first`: bounded by the worst-case
+    // expansion of any of these formats, so a bomb in an outer stage is stopped too.
+    let limit = sink.expected() + sink.expected() / 8 + (1 << 20);
+    let current = decode_full_stages(rest, encoded, limit)?;
+    match first {
+        BytesCodec::Crc32c => Ok(sink.write(crc32c_strip(&current)?)?),
+        BytesCodec::Zstd => zstd_stream(&current, sink),
+        BytesCodec::Gzip | BytesCodec::Zlib => flate_stream(*first, &current, sink),
+        BytesCodec::Blosc => blosc_stream(&current, sink),
+    }
+}
+
+/// Undoes every codec in `codecs` (encoding order) in memory, refusing results over `limit`.
+pub fn decode_full_stages<'a>(
+    codecs: &[BytesCodec],
+    encoded: &'a [u8],
+    limit: usize,
+) -> Result<Cow<'a, [u8]>, DecodeError> {
+    let mut current: Cow<'a, [u8]> = Cow::Borrowed(encoded);
+    for codec in codecs.iter().rev() {
+        current = match (codec, current) {
+            (BytesCodec::Crc32c, Cow::Borrowed(b)) => Cow::Borrowed(crc32c_strip(b)?),
+            (BytesCodec::Crc32c, Cow::Owned(mut v)) => {
+                let n = crc32c_strip(&v)?.len();
+                v.truncate(n);
+                Cow::Owned(v)
+            }
+            (other, data) => Cow::Owned(decode_full(*other, &data, limit)?),
+        };
+    }
+    Ok(current)
+}
+
+/// Checks and strips a crc32c suffix (4 bytes, little-endian).
+pub fn crc32c_strip(data: &[u8]) -> Result<&[u8], DecodeError> {
+    let Some(split) = data.len().checked_sub(4) else {
+        return Err(DecodeError::Corrupt(format!(
+            "{} bytes is shorter than its 4-byte crc32c checksum",
+            data.len()
+        )));
+    };
+    let (payload, suffix) = data.split_at(split);
+    let stored = u32::from_le_bytes([suffix[0], suffix[1], suffix[2], suffix[3]]);
+    let computed = crc32c::crc32c(payload);
+    if stored == computed {
+        Ok(payload)
+    } else {
+        Err(DecodeError::Checksum { stored, computed })
+    }
+}
+
+/// Decodes a whole intermediate stage into memory, refusing to grow past `limit` bytes.
+fn decode_full(codec: BytesCodec, data: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
+    let too_big = || {
+        DecodeError::Corrupt(format!(
+            "an intermediate stage decodes to more than {limit} bytes"
+        ))
+    };
+    let mut out = Vec::new();
+    match codec {
+        BytesCodec::Crc32c => out.extend_from_slice(crc32c_strip(data)?),
+        BytesCodec::Zstd => with_dctx(limit, |dctx| {
+            let mut input = InBuffer::around(data);
+            let mut piece = vec![0u8; PIECE];
+            loop {
+                let (n, done) = zstd_fill(dctx, &mut input, &mut piece)?;
+                if out.len() + n > limit {
+                    return Err(too_big());
+                }
+                out.extend_from_slice(&piece[..n]);
+                if done {
+                    return Ok(());
+                }
+            }
+        })?,
+        BytesCodec::Gzip | BytesCodec::Zlib => {
+            let mut reader = flate_reader(codec, data).take(limit as u64 + 1);
+            reader
+                .read_to_end(&mut out)
+                .map_err(|e| DecodeError::Corrupt(format!("{codec:?} stream: {e}")))?;
+            if out.len() > limit {
+                return Err(too_big());
+            }
+        }
+        BytesCodec::Blosc => {
+            let header = blosc_header(data)?;
+            if header.nbytes > limit {
+                return Err(too_big());
+            }
+            out.try_reserve_exact(header.nbytes)
+                .map_err(|_| DecodeError::OutOfMemory(header.nbytes))?;
+            let target = RawTarget {
+                ptr: out.as_mut_ptr(),
+                len: header.nbytes,
+            };
+            blosc_decompress(data, &target, header.nbytes)?;
+            // SAFETY: blosc wrote exactly `nbytes` bytes into the reserved capacity.
+            unsafe { out.set_len(header.nbytes) };
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- zstd
+
+thread_local! {
+    /// One decompression context per thread, reused: creating one costs ~100 KiB of setup.
+    static DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's zstd context, reset and with its window capped so that a
+/// frame header claiming a huge window cannot make zstd allocate it.
+fn with_dctx<T>(
+    expected: usize,
+    f: impl FnOnce(&mut DCtx<'static>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let mut dctx = DCTX
+        .with(|c| c.borrow_mut().take())
+        .unwrap_or_else(DCtx::create);
+    // Legitimate frames for an n-byte chunk need a window of at most ~n; 2^24 leaves room
+    // for streaming compressors that do not know the size up front.
+    let window_log = (usize::BITS - expected.max(1).leading_zeros()).clamp(24, 31);
+    let setup = dctx
+        .reset(ResetDirective::SessionAndParameters)
+        .and_then(|_| dctx.set_parameter(zstd_safe::DParameter::WindowLogMax(window_log)));
+    let result = match setup {
+        Ok(_) => f(&mut dctx),
+        Err(code) => Err(zstd_error(code)),
+    };
+    DCTX.with(|c| *c.borrow_mut() = Some(dctx));
+    result
+}
+
+fn zstd_error(code: usize) -> DecodeError {
+    DecodeError::Corrupt(format!("zstd: {}", zstd_safe::get_error_name(code)))
+}
+
+/// Decompresses into `piece` until it is full or the input is used up.
+/// Returns the bytes written and whether the input ended at a frame boundary.
+fn zstd_fill(
+    dctx: &mut DCtx<'static>,
+    input: &mut InBuffer<'_>,
+    piece: &mut [u8],
+) -> Result<(usize, bool), DecodeError> {
+    let total = input.src.len();
+    let mut out = OutBuffer::around(piece);
+    while out.pos() < out.capacity() {
+        let (in_before, out_before) = (input.pos(), out.pos());
+        let hint = dctx
+            .decompress_stream(&mut out, input)
+            .map_err(zstd_error)?;
+        if hint == 0 && input.pos() == total {
+            return Ok((out.pos(), true));
+        }
+        if input.pos() == in_before && out.pos() == out_before {
+            return Err(DecodeError::Corrupt("zstd: truncated frame".into()));
+        }
+    }
+    Ok((out.pos(), false))
+}
+
+/// Writes through a raw pointer, so zstd can fill memory that is not initialised yet.
+struct RawBuf<'a> {
+    target: &'a RawTarget,
+    filled: usize,
+}
+
+// SAFETY: `as_mut_ptr` points to `capacity` writable bytes (RawTarget's contract);
+// `as_slice` only exposes the `filled` bytes zstd reported writing.
+unsafe impl WriteBuf for RawBuf<'_> {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes were written by zstd.
+        unsafe { std::slice::from_raw_parts(self.target.ptr, self.filled) }
+    }
+    fn capacity(&self) -> usize {
+        self.target.len
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.target.ptr
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n;
+    }
+}
+
+fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
+    with_dctx(sink.expected(), |dctx| {
+        if let Some(target) = sink.direct_target() {
+            // One shot into place: zstd refuses a frame larger than the target up front.
+            let mut buf = RawBuf {
+                target: &target,
+                filled: 0,
+            };
+            let n = dctx.decompress(&mut buf, src).map_err(zstd_error)?;
+            sink.assume_written(n);
+            return Ok(());
+        }
+        let mut input = InBuffer::around(src);
+        let mut piece = Scratch::new();
+        piece.resize(PIECE, 0);
+        loop {
+            let (n, done) = zstd_fill(dctx, &mut input, &mut piece)?;
+            sink.write(&piece[..n])?;
+            if done {
+                return Ok(());
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------- gzip / zlib
+
+fn flate_reader(codec: BytesCodec, data: &[u8]) -> Box<dyn Read + '_> {
+    match codec {
+        BytesCodec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(data)),
+        _ => Box::new(flate2::bufread::ZlibDecoder::new(data)),
+    }
+}
+
+fn flate_stream(codec: BytesCodec, src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
+    let mut reader = flate_reader(codec, src);
+    let mut piece = Scratch::new();
+    piece.resize(PIECE, 0);
+    loop {
+        // Fill the piece completely (or to the end) so pieces stay element-aligned.
+        let mut filled = 0;
+        while filled < piece.len() {
+            match reader.read(&mut piece[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(DecodeError::Corrupt(format!("{codec:?} stream: {e}"))),
+            }
+        }
+        sink.write(&piece[..filled])?;
+        if filled < piece.len() {
+            return Ok(());
+        }
+    }
+}
+
+// ---------------------------------------------------------------- blosc
+
+struct BloscHeader {
+    nbytes: usize,
+    typesize: usize,
+    blocksize: usize,
+}
+
+/// Validates a blosc frame against its own length before anything trusts its header.
+fn blosc_header(src: &[u8]) -> Result<BloscHeader, DecodeError> {
+    const HEADER: usize = 16;
+    if src.len() < HEADER {
+        return Err(DecodeError::Corrupt(format!(
+            "blosc: {} bytes is shorter than the 16-byte header",
+            src.len()
+        )));
+    }
+    let mut nbytes = 0usize;
+    // SAFETY: `src` is a valid slice; c-blosc reads at most `src.len()` bytes of it.
+    let ok = unsafe {
+        blosc_src::blosc_cbuffer_validate(src.as_ptr().cast(), src.len(), &raw mut nbytes)
+    };
+    if ok != 0 {
+        return Err(DecodeError::Corrupt(
+            "blosc: header is inconsistent with the frame length".into(),
+        ));
+    }
+    let typesize = usize::from(src[3]);
+    let blocksize = u32::from_le_bytes([src[8], src[9], src[10], src[11]]) as usize;
+    if typesize == 0 || (nbytes > 0 && (blocksize == 0 || !blocksize.is_multiple_of(typesize))) {
+        return Err(DecodeError::Corrupt(
+            "blosc: invalid typesize or blocksize".into(),
+        ));
+    }
+    Ok(BloscHeader {
+        nbytes,
+        typesize,
+        blocksize,
+    })
+}
+
+/// Decompresses a validated frame of `nbytes` into `target` (at least `nbytes` long).
+fn blosc_decompress(src: &[u8], target: &RawTarget, nbytes: usize) -> Result<(), DecodeError> {
+    if nbytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: the frame was validated against `src.len()`; `target` has room for `nbytes`
+    // and c-blosc writes no more than `destsize`.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(src.as_ptr().cast(), target.ptr.cast(), target.len, 1)
+    };
+    if usize::try_from(n).ok() == Some(nbytes) {
+        Ok(())
+    } else {
+        Err(DecodeError::Corrupt(format!(
+            "blosc: decompression failed ({n})"
+        )))
+    }
+}
+
+fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
+    let h = blosc_header(src)?;
+    let expected = sink.expected();
+    if h.nbytes != expected {
+        return Err(if h.nbytes > expected {
+            SinkError::TooLong { expected }
+        } else {
+            SinkError::TooShort {
+                expected,
+                got: h.nbytes,
+            }
+        }
+        .into());
+    }
+    if let Some(target) = sink.direct_target() {
+        blosc_decompress(src, &target, h.nbytes)?;
+        sink.assume_written(h.nbytes);
+        return Ok(());
+    }
+    // Decode a few blocks at a time (blosc_getitem), so memory stays at a few blocks.
+    let blocks = (PIECE / h.blocksize.max(1)).max(1);
+    let step = h.blocksize * blocks;
+    let mut piece = Scratch::new();
+    if h.nbytes.is_multiple_of(h.typesize)
+        && step.is_multiple_of(h.typesize)
+        && step.is_multiple_of(sink.elem())
+        && i32::try_from(h.nbytes).is_ok()
+    {
+        piece.resize(step.min(h.nbytes), 0);
+        let mut start = 0;
+        while start < h.nbytes {
+            let len = step.min(h.nbytes - start);
+            // SAFETY: validated frame; `piece` has room for `len` bytes; start and count
+            // are in items of `typesize` and inside `nbytes`, which fits in i32.
+            let n = unsafe {
+                blosc_src::blosc_getitem(
+                    src.as_ptr().cast(),
+                    (start / h.typesize) as i32,
+                    (len / h.typesize) as i32,
+                    piece.as_mut_ptr().cast(),
+                )
+            };
+            if usize::try_from(n).ok() != Some(len) {
+                return Err(DecodeError::Corrupt(format!(
+                    "blosc: decompression failed ({n})"
+                )));
+            }
+            sink.write(&piece[..len])?;
+            start += len;
+        }
+    } else {
+        piece.resize(h.nbytes, 0);
+        let target = RawTarget {
+            ptr: piece.as_mut_ptr(),
+            len: h.nbytes,
+        };
+        blosc_decompress(src, &target, h.nbytes)?;
+        sink.write(&piece[..h.nbytes])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! zarrpipe's own chunk decoder for the common codec chains: chunks stream from their
+//! encoded bytes straight into the output buffer with bounded memory, and every size,
+//! offset and checksum in the data is checked before it is trusted.
+
+pub mod bytes_codecs;
+pub mod chain;
+pub mod placement;
+pub mod scratch;
+pub mod sharding;
+
+use bytes_codecs::{decode_full_stages, decode_stream, DecodeError};
+use chain::{ArrayToBytes, ChunkChain};
+use placement::{OutPtr, Placement, Scatter};
+
+use crate::error::{Error, Result};
+
+/// Where decoded chunks go: the output buffer, the element size and the fill value.
+pub struct ChunkTarget<'a> {
+    pub out: &'a OutPtr,
+    pub elem: usize,
+    /// One element's native-endian bytes, written where data is missing.
+    pub fill: &'a [u8],
+}
+
+impl DecodeError {
+    /// Names the chunk the error is about.
+    #[must_use]
+    pub fn at(self, key: &str) -> Error {
+        match self {
+            Self::Corrupt(reason) => Error::corrupt(key, reason),
+            Self::Checksum { stored, computed } => Error::Checksum {
+                key: key.to_owned(),
+                stored,
+                computed,
+            },
+            Self::OutOfMemory(bytes) => Error::OutOfMemory {
+                bytes: bytes as u128,
+                what: format!("decoding chunk {key:?}"),
+            },
+        }
+    }
+}
+
+/// Decodes one chunk's encoded bytes and writes the wanted part where `placement` says.
+pub fn decode_chunk(
+    chain: &ChunkChain,
+    encoded: &[u8],
+    placement: &Placement,
+    target: &ChunkTarget<'_>,
+    key: &str,
+) -> Result<()> {
+    match &chain.array_to_bytes {
+        ArrayToBytes::Bytes(order) => {
+            let mut sink = Scatter::new(
+                target.out,
+                placement,
+                target.elem,
+                *order,
+                chain.transpose.as_deref(),
+            );
+            decode_stream(&chain.bytes_codecs, encoded, &mut sink).map_err(|e| e.at(key))?;
+            sink.finish().map_err(|e| DecodeError::from(e).at(key))
+        }
+        ArrayToBytes::Sharding(spec) => {
+            // Bytes codecs around a whole shard are rare; undo them in memory first.
+            let shard_bytes = placement.chunk_bytes(target.elem);
+            let limit = shard_bytes + shard_bytes / 8 + (1 << 20);
+            let shard =
+                decode_full_stages(&chain.bytes_codecs, encoded, limit).map_err(|e| e.at(key))?;
+            sharding::decode_shard(spec, &sharding::InMemory(&shard), placement, target, key)
+        }
+    }
+}

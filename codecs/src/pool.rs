@@ -1,0 +1,92 @@
+//! The one rayon pool all decoding runs on: sized by `set_num_threads` (or the
+//! `ZARRPIPE_NUM_THREADS` environment variable), and rebuilt in a forked child, whose copy
+//! of the parent's pool has no threads behind it.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+use crate::error::{Error, Result};
+
+struct Pool {
+    pool: Arc<ThreadPool>,
+    pid: u32,
+    threads: usize,
+}
+
+static POOL: RwLock<Option<Pool>> = RwLock::new(None);
+/// Requested thread count; 0 means "decide from the environment".
+static REQUESTED: RwLock<usize> = RwLock::new(0);
+
+fn default_threads() -> usize {
+    std::env::var("ZARRPIPE_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+fn wanted_threads() -> usize {
+    match *REQUESTED.read().unwrap_or_else(PoisonError::into_inner) {
+        0 => default_threads(),
+        n => n,
+    }
+}
+
+/// Sets the number of decoding threads (takes effect on the next read).
+pub fn set_num_threads(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::InvalidArgument(
+            "the number of threads must be at least 1".into(),
+        ));
+    }
+    *REQUESTED.write().unwrap_or_else(PoisonError::into_inner) = n;
+    Ok(())
+}
+
+/// The number of threads reads will use.
+#[must_use]
+pub fn num_threads() -> usize {
+    wanted_threads()
+}
+
+/// The pool for this process, built on first use, after `set_num_threads`, or after a fork.
+pub fn pool() -> Result<Arc<ThreadPool>> {
+    let pid = std::process::id();
+    let threads = wanted_threads();
+    if let Some(p) = POOL.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        if p.pid == pid && p.threads == threads {
+            return Ok(p.pool.clone());
+        }
+    }
+    let mut slot = POOL.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = slot.as_ref() {
+        if p.pid == pid && p.threads == threads {
+            return Ok(p.pool.clone());
+        }
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("zarrpipe-{i}"))
+        .build()
+        .map_err(|e| {
+            Error::InvalidArgument(format!("cannot start {threads} decoding threads: {e}"))
+        })?;
+    let old = slot.replace(Pool {
+        pool: Arc::new(pool),
+        pid,
+        threads,
+    });
+    if let Some(old) = old {
+        if old.pid != pid {
+            // Inherited across fork: its threads do not exist here, so never touch it again.
+            std::mem::forget(old);
+        }
+    }
+    Ok(slot.as_ref().map(|p| p.pool.clone()).expect("just set"))
+}
+
+/// Runs `f` on the pool.
+pub fn install<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
+    Ok(pool()?.install(f))
+}

@@ -1,0 +1,308 @@
+//! Reading: a region into one fresh buffer, or chunks into a fresh buffer each. The chunks a
+//! read touches are decoded in parallel on the calling rayon pool (outer level: stored chunks
+//! or shards; inner level: the inner chunks of a shard), each straight into its place.
+
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use bytes::Bytes;
+use rayon::prelude::*;
+use zarrs::array::{ArrayBytes, ArrayError, ArraySubset, CodecOptions};
+
+use crate::array::{ArrayReader, Decoder};
+use crate::buffer::{checked_nbytes, try_with_capacity};
+use crate::cache::ChunkCache;
+use crate::decode::bytes_codecs::DecodeError;
+use crate::decode::chain::ChunkChain;
+use crate::decode::placement::{c_strides, ByteOrder, OutPtr, Placement, Scatter};
+use crate::decode::sharding::{decode_shard, InMemory};
+use crate::decode::{decode_chunk, ChunkTarget};
+use crate::error::{Error, Result};
+use crate::selection::Region;
+
+/// One chunk read by [`ArrayReader::read_chunks`].
+pub struct ChunkData {
+    pub bytes: Bytes,
+    /// The chunk's in-bounds shape (edge chunks are trimmed).
+    pub shape: Vec<u64>,
+    /// Served from the chunk cache, so shared with it.
+    pub cached: bool,
+}
+
+/// The most bytes any encoding of `decoded` bytes can take (compressors expand
+/// incompressible data by a small fraction, plus headers).
+fn encoded_limit(decoded: usize) -> u64 {
+    (decoded as u64) + (decoded as u64) / 8 + (1 << 20)
+}
+
+impl ArrayReader {
+    /// Reads `region` into a fresh buffer that nobody else holds. Runs on the current rayon
+    /// pool (wrap in `pool::install`).
+    pub fn read_region(&self, region: &Region, cache: Option<&ChunkCache>) -> Result<Bytes> {
+        let elem = self.info.dtype.size();
+        let nbytes = checked_nbytes(&region.extent(), elem)?;
+        if nbytes == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut buf = try_with_capacity(
+            nbytes,
+            &format!("reading {} bytes of {}", nbytes, self.info.path),
+        )?;
+        // SAFETY: `buf` has capacity `nbytes` and outlives `out`; every chunk writes a
+        // disjoint part of it (the placements of a regular grid do not overlap).
+        let out = unsafe { OutPtr::new(buf.as_mut_ptr(), nbytes) };
+        match &self.decoder {
+            Decoder::Own { chain, grid_chunk } => {
+                self.read_own(chain, grid_chunk, region, &out, cache)?
+            }
+            Decoder::Zarrs { .. } => self.read_zarrs(region, &out)?,
+        }
+        // SAFETY: the planner covered every byte of the region (decoded or filled), and
+        // each writer succeeded, so all `nbytes` are initialised.
+        unsafe { buf.set_len(nbytes) };
+        Ok(Bytes::from(buf))
+    }
+
+    fn read_own(
+        &self,
+        chain: &ChunkChain,
+        grid_chunk: &[u64],
+        region: &Region,
+        out: &OutPtr,
+        cache: Option<&ChunkCache>,
+    ) -> Result<()> {
+        let elem = self.info.dtype.size();
+        let strides = c_strides(&region.extent(), elem);
+        let target = ChunkTarget {
+            out,
+            elem,
+            fill: &self.info.fill_value,
+        };
+        let grid: Vec<Range<u64>> = region
+            .ranges
+            .iter()
+            .zip(grid_chunk)
+            .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
+            .collect();
+        let count: u64 = grid.iter().map(|r| r.end - r.start).product();
+        let decode = |linear: u64| -> Result<()> {
+            let index = unravel(linear, &grid);
+            let origin: Vec<u64> = index.iter().zip(grid_chunk).map(|(i, c)| i * c).collect();
+            match Placement::new(&origin, grid_chunk, &region.ranges, &strides) {
+                Some(p) => self.decode_stored(chain, &index, &p, &target, cache),
+                None => Ok(()),
+            }
+        };
+        if count == 1 {
+            decode(0)
+        } else {
+            (0..count).into_par_iter().try_for_each(decode)
+        }
+    }
+
+    /// Decodes one stored chunk (or shard) at `index` of the storage grid.
+    fn decode_stored(
+        &self,
+        chain: &ChunkChain,
+        index: &[u64],
+        placement: &Placement,
+        target: &ChunkTarget<'_>,
+        cache: Option<&ChunkCache>,
+    ) -> Result<()> {
+        let key = self.chunk_key(index);
+        let elem = target.elem;
+        let chunk_bytes = placement.chunk_bytes(elem);
+        if let Some(spec) = chain.plain_sharding() {
+            // A whole shard is one read; part of one reads the index, then each inner chunk.
+            if placement.wants_whole_chunk() {
+                let limit = encoded_limit(chunk_bytes)
+                    + spec.index_len(spec.grid(&placement.chunk_shape).iter().product());
+                return match self.store.read(&key, limit)? {
+                    Some(shard) => decode_shard(spec, &InMemory(&shard), placement, target, &key),
+                    None => placement
+                        .fill(target.out, target.fill)
+                        .map_err(|e| DecodeError::from(e).at(&key)),
+                };
+            }
+            return match self.store.open_ranged(&key)? {
+                Some(src) => decode_shard(spec, src.as_ref(), placement, target, &key),
+                None => placement
+                    .fill(target.out, target.fill)
+                    .map_err(|e| DecodeError::from(e).at(&key)),
+            };
+        }
+        let cache_key = cache.map(|_| (self.info.path.clone(), index.to_vec()));
+        if let (Some(cache), Some(ck)) = (cache, &cache_key) {
+            if let Some(hit) = cache.get(ck) {
+                return self.scatter_cached(index, &hit, placement, target);
+            }
+        }
+        match self.store.read(&key, encoded_limit(chunk_bytes))? {
+            Some(encoded) => decode_chunk(chain, &encoded, placement, target, &key)?,
+            None => placement
+                .fill(target.out, target.fill)
+                .map_err(|e| DecodeError::from(e).at(&key))?,
+        }
+        if let (Some(cache), Some(ck)) = (cache, cache_key) {
+            let bounded = self.bounded_placement(index, placement);
+            if bounded.wants_whole_chunk() {
+                // SAFETY: this thread just wrote exactly these bytes, and no one else writes them.
+                let copy = unsafe { bounded.gather(target.out, elem) }
+                    .map_err(|e| DecodeError::from(e).at(&key))?;
+                cache.insert(ck, Bytes::from(copy));
+            }
+        }
+        Ok(())
+    }
+
+    /// `placement` with the chunk trimmed to the array bounds (the layout of cache entries).
+    fn bounded_placement(&self, index: &[u64], placement: &Placement) -> Placement {
+        let shape = self
+            .info
+            .shape
+            .iter()
+            .zip(&placement.chunk_shape)
+            .zip(index)
+            .map(|((&s, &c), &i)| c.min(s.saturating_sub(i * c)))
+            .collect();
+        Placement {
+            chunk_shape: shape,
+            ..placement.clone()
+        }
+    }
+
+    fn scatter_cached(
+        &self,
+        index: &[u64],
+        hit: &Bytes,
+        placement: &Placement,
+        target: &ChunkTarget<'_>,
+    ) -> Result<()> {
+        let bounded = self.bounded_placement(index, placement);
+        let mut sink = Scatter::new(target.out, &bounded, target.elem, ByteOrder::Native, None);
+        let key = || self.chunk_key(index);
+        sink.write(hit)
+            .map_err(|e| DecodeError::from(e).at(&key()))?;
+        sink.finish().map_err(|e| DecodeError::from(e).at(&key()))
+    }
+
+    /// zarrs' decoder, for chains zarrpipe does not decode itself. zarrs panics on some
+    /// corrupt inputs (ZARRS-NOTES §6): a panic becomes an error here.
+    fn read_zarrs(&self, region: &Region, out: &OutPtr) -> Result<()> {
+        let subset = ArraySubset::new_with_ranges(&region.ranges);
+        let options = CodecOptions::default().with_concurrent_target(rayon::current_num_threads());
+        let path = &self.info.path;
+        let decoded = catch_unwind(AssertUnwindSafe(|| {
+            self.array
+                .retrieve_array_subset_opt::<ArrayBytes<'static>>(&subset, &options)
+        }))
+        .map_err(|_| {
+            Error::corrupt(
+                path,
+                "zarrs panicked while decoding this array (corrupt data?)",
+            )
+        })?
+        .map_err(|e| array_error(path, e))?;
+        let raw = decoded
+            .into_fixed()
+            .map_err(|e| Error::Unsupported(format!("array {path}: {e}")))?;
+        let mut sink = Scatter::new(
+            out,
+            &Placement::whole(&region.extent(), self.info.dtype.size()),
+            self.info.dtype.size(),
+            ByteOrder::Native,
+            None,
+        );
+        sink.write(&raw)
+            .map_err(|e| DecodeError::from(e).at(path))?;
+        sink.finish().map_err(|e| DecodeError::from(e).at(path))
+    }
+
+    /// The number of chunks along each axis of the `chunks` grid.
+    #[must_use]
+    pub fn chunk_grid_shape(&self) -> Vec<u64> {
+        self.info
+            .shape
+            .iter()
+            .zip(&self.info.chunks)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect()
+    }
+
+    /// The in-bounds region of chunk `index` of the `chunks` grid.
+    pub fn chunk_region(&self, index: &[u64]) -> Result<Region> {
+        let grid = self.chunk_grid_shape();
+        if index.len() != grid.len() || index.iter().zip(&grid).any(|(i, g)| i >= g) {
+            return Err(Error::InvalidSelection(format!(
+                "chunk index {index:?} is out of bounds for a chunk grid of shape {grid:?}"
+            )));
+        }
+        let ranges: Vec<Range<u64>> = index
+            .iter()
+            .zip(&self.info.chunks)
+            .zip(&self.info.shape)
+            .map(|((&i, &c), &s)| i * c..((i + 1) * c).min(s))
+            .collect();
+        let out_shape = ranges.iter().map(|r| r.end - r.start).collect();
+        Ok(Region { ranges, out_shape })
+    }
+
+    /// Reads whole chunks of the `chunks` grid, each into its own buffer, in parallel.
+    /// With a cache, hits share the cache's bytes; misses are fresh (the cache keeps a copy).
+    pub fn read_chunks(
+        &self,
+        indices: &[Vec<u64>],
+        cache: Option<&ChunkCache>,
+    ) -> Result<Vec<ChunkData>> {
+        let one = |index: &Vec<u64>| -> Result<ChunkData> {
+            let region = self.chunk_region(index)?;
+            let key = (self.info.path.clone(), index.clone());
+            if let Some(hit) = cache.and_then(|c| c.get(&key)) {
+                return Ok(ChunkData {
+                    bytes: hit,
+                    shape: region.out_shape,
+                    cached: true,
+                });
+            }
+            let bytes = self.read_region(&region, None)?;
+            if let Some(cache) = cache {
+                cache.insert(key, Bytes::copy_from_slice(&bytes));
+            }
+            Ok(ChunkData {
+                bytes,
+                shape: region.out_shape,
+                cached: false,
+            })
+        };
+        if indices.len() == 1 {
+            indices.iter().map(one).collect()
+        } else {
+            indices.par_iter().map(one).collect()
+        }
+    }
+}
+
+fn unravel(mut linear: u64, grid: &[Range<u64>]) -> Vec<u64> {
+    let mut index = vec![0; grid.len()];
+    for a in (0..grid.len()).rev() {
+        let n = grid[a].end - grid[a].start;
+        index[a] = grid[a].start + linear % n;
+        linear /= n;
+    }
+    index
+}
+
+/// Maps a zarrs read error (fallback path) to zarrpipe's.
+fn array_error(path: &str, e: ArrayError) -> Error {
+    use zarrs::array::CodecError;
+    match e {
+        ArrayError::CodecError(CodecError::InvalidChecksum) => {
+            Error::corrupt(path, "crc32c checksum mismatch")
+        }
+        ArrayError::CodecError(CodecError::StorageError(s)) | ArrayError::StorageError(s) => {
+            crate::store::zarrs_storage_error(path, &s)
+        }
+        ArrayError::UnsupportedMethod(m) => Error::Unsupported(format!("array {path}: {m}")),
+        other => Error::corrupt(path, other),
+    }
+}

@@ -1,0 +1,301 @@
+//! Where encoded chunks come from: a local directory read with plain file I/O (whole files
+//! into pooled buffers, shards by byte range), or any zarrs store (memory, object stores).
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use zarrs::filesystem::FilesystemStore;
+use zarrs::storage::byte_range::ByteRange;
+use zarrs::storage::{ReadableListableStorage, StoreKey};
+
+use crate::decode::scratch::Scratch;
+use crate::decode::sharding::ShardSource;
+use crate::error::{Error, Result};
+
+/// Encoded bytes of one stored value.
+pub enum Encoded {
+    /// Read into this thread's reusable buffer.
+    Pooled(Scratch),
+    /// Handed over by a zarrs store.
+    Shared(Bytes),
+}
+
+impl std::ops::Deref for Encoded {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Pooled(s) => s,
+            Self::Shared(b) => b,
+        }
+    }
+}
+
+enum Backend {
+    /// A directory on this machine.
+    Local(PathBuf),
+    /// Anything zarrs can read.
+    Zarrs,
+}
+
+/// A Zarr store.
+pub struct Store {
+    backend: Backend,
+    zarrs: ReadableListableStorage,
+    description: String,
+}
+
+impl Store {
+    /// A local directory store. The directory must exist.
+    pub fn open_local(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            ErrorKind::NotFound => Error::NotFound(format!("no Zarr store at {}", path.display())),
+            _ => Error::storage(&path.display().to_string(), e),
+        })?;
+        if !meta.is_dir() {
+            return Err(Error::NotFound(format!(
+                "{} is a file, not a Zarr directory store",
+                path.display()
+            )));
+        }
+        let zarrs = FilesystemStore::new(path).map_err(|e| {
+            Error::storage(
+                &path.display().to_string(),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        Ok(Self {
+            backend: Backend::Local(path.to_path_buf()),
+            zarrs: Arc::new(zarrs),
+            description: path.display().to_string(),
+        })
+    }
+
+    /// Any store zarrs can read and list (memory, object stores...).
+    #[must_use]
+    pub fn from_zarrs(storage: ReadableListableStorage, description: String) -> Self {
+        Self {
+            backend: Backend::Zarrs,
+            zarrs: storage,
+            description,
+        }
+    }
+
+    #[must_use]
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The store as zarrs sees it (metadata, and the decoder for codecs zarrpipe lacks).
+    #[must_use]
+    pub fn zarrs(&self) -> ReadableListableStorage {
+        self.zarrs.clone()
+    }
+
+    /// The local root directory, if this is a local store.
+    #[must_use]
+    pub fn local_root(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Local(root) => Some(root),
+            Backend::Zarrs => None,
+        }
+    }
+
+    /// Reads the whole value at `key`; `None` if it does not exist. Values larger than
+    /// `limit` are refused as corrupt without being read.
+    pub fn read(&self, key: &str, limit: u64) -> Result<Option<Encoded>> {
+        let too_big = |len: u64| {
+            Error::corrupt(key, format!("stored value is {len} bytes, more than the {limit} bytes any encoding of it can take"))
+        };
+        match &self.backend {
+            Backend::Local(root) => {
+                let Some(file) = open_file(&root.join(key.trim_start_matches('/')), key)? else {
+                    return Ok(None);
+                };
+                let len = file.metadata().map_err(|e| Error::storage(key, e))?.len();
+                if len > limit {
+                    return Err(too_big(len));
+                }
+                let mut buf = Scratch::new();
+                buf.try_reserve(len as usize)
+                    .map_err(|_| Error::OutOfMemory {
+                        bytes: u128::from(len),
+                        what: format!("reading {key:?}"),
+                    })?;
+                file.take(limit + 1)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| Error::storage(key, e))?;
+                if buf.len() as u64 > limit {
+                    return Err(too_big(buf.len() as u64));
+                }
+                Ok(Some(Encoded::Pooled(buf)))
+            }
+            Backend::Zarrs => {
+                let store_key = store_key(key)?;
+                if let Some(len) = self
+                    .zarrs
+                    .size_key(&store_key)
+                    .map_err(|e| zarrs_storage_error(key, &e))?
+                {
+                    if len > limit {
+                        return Err(too_big(len));
+                    }
+                }
+                let value = self
+                    .zarrs
+                    .get(&store_key)
+                    .map_err(|e| zarrs_storage_error(key, &e))?;
+                match value {
+                    Some(b) if b.len() as u64 > limit => Err(too_big(b.len() as u64)),
+                    other => Ok(other.map(Encoded::Shared)),
+                }
+            }
+        }
+    }
+
+    /// Opens the value at `key` for reads by byte range; `None` if it does not exist.
+    pub fn open_ranged(&self, key: &str) -> Result<Option<Box<dyn ShardSource + '_>>> {
+        match &self.backend {
+            Backend::Local(root) => {
+                let Some(file) = open_file(&root.join(key.trim_start_matches('/')), key)? else {
+                    return Ok(None);
+                };
+                let len = file.metadata().map_err(|e| Error::storage(key, e))?.len();
+                Ok(Some(Box::new(LocalRanged {
+                    file,
+                    len,
+                    key: key.to_owned(),
+                })))
+            }
+            Backend::Zarrs => {
+                let store_key = store_key(key)?;
+                let len = self
+                    .zarrs
+                    .size_key(&store_key)
+                    .map_err(|e| zarrs_storage_error(key, &e))?;
+                Ok(len.map(|len| {
+                    Box::new(ZarrsRanged {
+                        store: self,
+                        key: store_key,
+                        len,
+                    }) as Box<dyn ShardSource>
+                }))
+            }
+        }
+    }
+}
+
+fn store_key(key: &str) -> Result<StoreKey> {
+    StoreKey::new(key)
+        .map_err(|e| Error::InvalidArgument(format!("invalid store key {key:?}: {e}")))
+}
+
+pub(crate) fn zarrs_storage_error(key: &str, e: &zarrs::storage::StorageError) -> Error {
+    Error::storage(key, std::io::Error::other(e.to_string()))
+}
+
+/// Opens a file; a missing one (or a missing parent directory) is `None`.
+fn open_file(path: &Path, key: &str) -> Result<Option<File>> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+        Err(e) => Err(Error::storage(key, e)),
+    }
+}
+
+struct LocalRanged {
+    file: File,
+    len: u64,
+    key: String,
+}
+
+impl ShardSource for LocalRanged {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let mut buf = crate::buffer::try_with_capacity(len as usize, &self.key)?;
+        buf.resize(len as usize, 0);
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::storage(&self.key, e))?;
+        Ok(Cow::Owned(buf))
+    }
+}
+
+struct ZarrsRanged<'a> {
+    store: &'a Store,
+    key: StoreKey,
+    len: u64,
+}
+
+impl ShardSource for ZarrsRanged<'_> {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let key = self.key.as_str();
+        let bytes = self
+            .store
+            .zarrs
+            .get_partial(&self.key, ByteRange::FromStart(offset, Some(len)))
+            .map_err(|e| zarrs_storage_error(key, &e))?
+            .ok_or_else(|| {
+                Error::storage(
+                    key,
+                    std::io::Error::new(ErrorKind::NotFound, "value vanished while reading"),
+                )
+            })?;
+        if bytes.len() as u64 != len {
+            return Err(Error::corrupt(
+                key,
+                format!("asked for {len} bytes at {offset}, got {}", bytes.len()),
+            ));
+        }
+        Ok(Cow::Owned(bytes.to_vec()))
+    }
+}
+
+/// Turns a user's array path (`"a/b"`, `"/a/b"`, `""`) into zarrs' node path (`"/a/b"`),
+/// refusing anything that could step outside the store (`..`, `.`, empty components).
+pub fn node_path(path: &str) -> Result<String> {
+    let trimmed = path.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".into());
+    }
+    for part in trimmed.split('/') {
+        if part.is_empty()
+            || part == "."
+            || part == ".."
+            || part.contains('\\')
+            || part.contains('\0')
+        {
+            return Err(Error::InvalidArgument(format!(
+                "invalid array path {path:?}: components must be non-empty names, not '.', '..' or containing '\\\\'"
+            )));
+        }
+    }
+    Ok(format!("/{trimmed}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_never_leave_the_store() {
+        assert_eq!(node_path("").unwrap(), "/");
+        assert_eq!(node_path("/").unwrap(), "/");
+        assert_eq!(node_path("a/b/").unwrap(), "/a/b");
+        for bad in ["../x", "a/../../x", "a//b", "./a", "a\\..\\b"] {
+            assert!(node_path(bad).is_err(), "{bad}");
+        }
+    }
+}
