@@ -2,30 +2,30 @@
 
 from zarrpipe._zarrpipe import (
     Array,
-    Store,
-    get_num_threads,
-    set_num_threads,
     ChecksumError,
     DecodeError,
     MetadataError,
     OwnedTensor,
+    Store,
     Tensor,
     UnsupportedError,
     ZarrpipeError,
     __version__,
+    get_num_threads,
+    set_num_threads,
 )
 
 __all__ = [
     "Array",
-    "Store",
-    "get_num_threads",
-    "set_num_threads",
     "ChecksumError",
     "DecodeError",
     "MetadataError",
     "OwnedTensor",
+    "Store",
     "Tensor",
     "UnsupportedError",
     "ZarrpipeError",
     "__version__",
+    "get_num_threads",
+    "set_num_threads",
 ]

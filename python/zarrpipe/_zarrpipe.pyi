@@ -1,0 +1,211 @@
+"""Type stubs for zarrpipe's Rust extension (zarrpipe._zarrpipe)."""
+
+import os
+from collections.abc import Iterable, Sequence
+import sys
+from types import EllipsisType
+from typing import Any, Literal, SupportsIndex, TypeAlias, final
+
+import numpy as np
+import numpy.typing as npt
+
+if sys.version_info >= (3, 13):
+    from types import CapsuleType as _Capsule
+else:
+    _Capsule: TypeAlias = Any
+
+__all__ = [
+    "Array",
+    "ChecksumError",
+    "DecodeError",
+    "MetadataError",
+    "OwnedTensor",
+    "Store",
+    "Tensor",
+    "UnsupportedError",
+    "ZarrpipeError",
+    "_BytesView",
+    "__version__",
+    "get_num_threads",
+    "set_num_threads",
+]
+
+__version__: str
+
+_Selector: TypeAlias = SupportsIndex | slice | EllipsisType
+_Selection: TypeAlias = _Selector | tuple[_Selector, ...]
+_ChunkIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
+
+class ZarrpipeError(Exception):
+    """Base class of zarrpipe's own errors."""
+
+class DecodeError(ZarrpipeError):
+    """A chunk's bytes do not decode to what the array's metadata promises."""
+
+class ChecksumError(DecodeError):
+    """A crc32c checksum does not match the data it guards."""
+
+class MetadataError(ZarrpipeError):
+    """Array or group metadata that does not parse or breaks the Zarr spec."""
+
+class UnsupportedError(ZarrpipeError):
+    """Valid Zarr that zarrpipe cannot read: a codec or data type it does not support."""
+
+@final
+class Tensor:
+    """Decoded data: shape, dtype and one buffer.
+
+    Also implements the buffer protocol (`memoryview(t)`: typed, N-d, read-only).
+
+    Read-only faces (`buffer()`, `to_numpy()`, `__array__`, the buffer protocol and
+    `__dlpack__`) share the buffer without copying. `into_dlpack()` moves a buffer that
+    nobody else holds out for a writable zero-copy export; the tensor is then consumed.
+    """
+
+    @staticmethod
+    def from_numpy(array: npt.ArrayLike) -> Tensor:
+        """Copies an array (made C-contiguous and native-endian) into a fresh Tensor."""
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type, native byte order."""
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def buffer(self) -> memoryview:
+        """A read-only, 1-D memoryview of the raw bytes (format 'B'), zero-copy."""
+    def to_numpy(self) -> npt.NDArray[Any]:
+        """A read-only NumPy array over the tensor's memory, zero-copy."""
+    def __array__(
+        self, dtype: npt.DTypeLike | None = None, copy: bool | None = None
+    ) -> npt.NDArray[Any]:
+        """NumPy 2 `__array__`: read-only and zero-copy unless a copy or a new dtype is asked."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> _Capsule:
+        """DLPack export.
+
+        With `max_version >= (1, 0)`: zero-copy and flagged READ_ONLY, or a fresh writable
+        copy flagged IS_COPIED when `copy=True`. Without `max_version` (legacy capsule, which
+        cannot say read-only): always a copy; `copy=False` raises BufferError.
+        """
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """Always `(1, 0)`: CPU memory."""
+    def into_dlpack(self) -> OwnedTensor:
+        """Moves the buffer out for a writable, zero-copy export.
+
+        Raises BufferError (and leaves the tensor intact) if anything else still shares the
+        buffer: a view, an array from `to_numpy()`, or a chunk cache entry. On success this
+        tensor is consumed: its data faces raise BufferError, its metadata still works.
+        """
+
+@final
+class OwnedTensor:
+    """A buffer moved out of a Tensor, handed to exactly one DLPack consumer, writable."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> _Capsule:
+        """One-shot, writable, zero-copy export; a second call raises BufferError."""
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+@final
+class _BytesView:
+    """Holds the bytes behind `Tensor.buffer()` and `Tensor.to_numpy()` (internal)."""
+
+    def __len__(self) -> int: ...
+
+@final
+class Array:
+    """An open Zarr array. Reads return fresh Tensors that the caller owns."""
+
+    @property
+    def path(self) -> str:
+        """The array's path in its store (`""` for an array at the root)."""
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The read granularity: inner chunks of a sharded array (zarr-python's `chunks`)."""
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """The shard shape of a sharded array, else None."""
+    @property
+    def chunk_grid_shape(self) -> tuple[int, ...]:
+        """Number of chunks (of `chunks`) along each axis."""
+    @property
+    def fill_value(self) -> Any:
+        """The fill value as a NumPy scalar."""
+    @property
+    def zarr_format(self) -> Literal[2, 3]: ...
+    @property
+    def attrs(self) -> dict[str, Any]: ...
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None: ...
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why zarrs' decoder reads this array instead of zarrpipe's own (None if zarrpipe's)."""
+    def __len__(self) -> int: ...
+    def __getitem__(self, selection: _Selection, /) -> Tensor:
+        """Integers (dropping their axis), step-1 slices and `...`; out of range → IndexError."""
+    def read(self, selection: _Selection | None = None) -> Tensor:
+        """Reads a selection (default: everything) into a fresh Tensor."""
+    def read_chunk(self, index: _ChunkIndex) -> Tensor:
+        """Reads one chunk of the `chunks` grid, trimmed at the array's edge."""
+    def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
+        """Reads several chunks, decoded in parallel, one Tensor each."""
+    def chunk_key(self, index: _ChunkIndex) -> str:
+        """The store key of the stored chunk (the shard, for a sharded array) at `index`."""
+
+@final
+class Store:
+    """A local Zarr directory store (v2 or v3)."""
+
+    def __new__(cls, path: str | os.PathLike[str], *, cache_bytes: int = 0) -> Store:
+        """Opens `path`; `cache_bytes > 0` enables an LRU decoded-chunk cache of that size."""
+    def open_array(self, path: str = "") -> Array:
+        """Opens the array at `path` (`""` is an array at the store root)."""
+    def read(self, path: str, selection: _Selection | None = None) -> Tensor:
+        """Reads a selection of the array at `path` into a fresh Tensor."""
+    def read_chunks(self, path: str, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
+        """Reads whole chunks of the array at `path`, one Tensor each."""
+    def list(self) -> list[tuple[str, Literal["array", "group"]]]:
+        """Every array and group in the store, sorted by path (`""` is the root)."""
+    def cache_info(self) -> dict[str, int]:
+        """Chunk cache counters: hits, misses, entries, bytes, capacity."""
+    def clear_cache(self) -> None:
+        """Empties the chunk cache."""
+
+def set_num_threads(n: int) -> None:
+    """Sets how many threads decode (default: the CPU count or ZARRPIPE_NUM_THREADS)."""
+
+def get_num_threads() -> int:
+    """How many threads decode."""

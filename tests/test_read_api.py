@@ -1,0 +1,684 @@
+"""The read API around the matrix: store layout (root arrays, nested groups, list), metadata
+surfaced on Array, selection and chunk-index errors, corrupt and unsupported data, threads."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    FixedScaleOffset,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+import zarrpipe
+from zarr_stores import (
+    all_chunk_indices,
+    assert_moves_out,
+    assert_tensor,
+    check_reads,
+    chunk_file,
+    chunk_slices,
+    quiet_zarr_writes,
+    reference,
+    sample_values,
+    write_array,
+)
+
+# ---------------------------------------------------------------------------------------------
+# hierarchy: root arrays, nested groups, list()
+
+
+@pytest.fixture
+def hierarchy(tmp_path):
+    """/ (group) with a/ (group) -> a/b/ (group) -> a/b/c (array); x (array, sharded);
+    v2/ (v2 group) -> v2/y (v2 array)."""
+    with quiet_zarr_writes():
+        root = zarr.open_group(str(tmp_path), mode="w", attributes={"title": "root"})
+        a = root.create_group("a", attributes={"level": 1})
+        b = a.create_group("b")
+        c = b.create_array(
+            "c",
+            shape=(5, 6),
+            chunks=(2, 4),
+            dtype="int16",
+            fill_value=3,
+            attributes={"units": "m", "scale": [1.5, 2], "nested": {"k": None}},
+            dimension_names=("y", None),
+        )
+        c[:4, :] = np.arange(24, dtype="int16").reshape(4, 6) - 10
+        x = root.create_array(
+            "x", shape=(7,), chunks=(2,), shards=(4,), dtype="float32", fill_value=np.nan,
+            dimension_names=["t"],
+        )  # fmt: skip
+        x[:5] = np.linspace(-1, 1, 5, dtype="float32")
+        v2 = zarr.open_group(str(tmp_path / "v2"), mode="w", zarr_format=2)
+        y = v2.create_array(
+            "y", shape=(3, 4), chunks=(2, 2), dtype=">u2", attributes={"v": 2}, fill_value=9
+        )
+        y[1:, 1:] = np.arange(6, dtype=">u2").reshape(2, 3)
+    return tmp_path
+
+
+def test_list_nested(hierarchy):
+    store = zarrpipe.Store(str(hierarchy))
+    assert store.list() == [
+        ("", "group"),
+        ("a", "group"),
+        ("a/b", "group"),
+        ("a/b/c", "array"),
+        ("v2", "group"),
+        ("v2/y", "array"),
+        ("x", "array"),
+    ]
+
+
+def test_nested_array_metadata_and_values(hierarchy):
+    store = zarrpipe.Store(str(hierarchy))
+    z, expected = reference(hierarchy, "a/b/c")
+    arr = store.open_array("a/b/c")
+    assert arr.path == "a/b/c"
+    assert arr.attrs == {"units": "m", "scale": [1.5, 2], "nested": {"k": None}}
+    assert arr.dimension_names == ("y", None)
+    assert arr.zarr_format == 3
+    assert tuple(arr.shape) == (5, 6) and arr.ndim == 2 and arr.size == 30 and arr.nbytes == 60
+    assert tuple(arr.chunks) == (2, 4) and arr.shards is None
+    assert tuple(arr.chunk_grid_shape) == (3, 2)
+    assert arr.fill_value == 3 and arr.fill_value.dtype == np.int16
+    assert (expected[4] == 3).all()
+    check_reads(hierarchy, "a/b/c", expected)
+    assert_tensor(store.read("a/b/c", (4, slice(None))), np.full(6, 3, np.int16))
+
+
+def test_sharded_array_metadata(hierarchy):
+    store = zarrpipe.Store(str(hierarchy))
+    z, expected = reference(hierarchy, "x")
+    arr = store.open_array("x")
+    assert arr.path == "x"
+    assert tuple(arr.chunks) == (2,) == tuple(z.chunks)
+    assert tuple(arr.shards) == (4,) == tuple(z.shards)
+    assert tuple(arr.chunk_grid_shape) == (4,)
+    assert arr.dimension_names == ("t",)
+    assert arr.attrs == {}
+    assert np.isnan(arr.fill_value) and arr.fill_value.dtype == np.float32
+    check_reads(hierarchy, "x", expected)
+
+
+def test_v2_array_metadata(hierarchy):
+    store = zarrpipe.Store(str(hierarchy))
+    z, expected = reference(hierarchy, "v2/y")
+    arr = store.open_array("v2/y")
+    assert arr.zarr_format == 2
+    assert arr.dtype == np.dtype("uint16")  # native order, even though stored big-endian
+    assert arr.dimension_names is None
+    assert arr.attrs == {"v": 2}
+    assert arr.fill_value == 9
+    assert tuple(arr.chunks) == (2, 2) and arr.shards is None
+    np.testing.assert_array_equal(expected[0], 9)
+    check_reads(hierarchy, "v2/y", expected)
+
+
+@pytest.mark.parametrize("root_path", ["", "/"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_array_at_root(tmp_path, root_path, zarr_format):
+    data = sample_values("int32", (6, 5), seed=1)
+    attrs = {"where": "root", "n": 1}
+    extra = {"dimension_names": ("row", "col")} if zarr_format == 3 else {}
+    write_array(
+        tmp_path, data, chunks=(4, 2), zarr_format=zarr_format, attributes=attrs, **extra
+    )
+    _, expected = reference(tmp_path)
+    store = zarrpipe.Store(str(tmp_path))
+    assert store.list() == [("", "array")]
+    arr = store.open_array(root_path)
+    assert arr.path == ""
+    assert arr.attrs == attrs
+    assert arr.dimension_names == (("row", "col") if zarr_format == 3 else None)
+    assert_tensor(store.read(root_path), expected)
+    assert_tensor(store.read(root_path, (slice(1, 5), -1)), expected[1:5, -1])
+    assert_tensor(store.open_array().read_chunk((1, 2)), expected[4:6, 4:5])
+    (t,) = store.read_chunks(root_path, [(0, 0)])
+    assert_tensor(t, expected[:4, :2])
+
+
+def test_open_array_default_is_root(tmp_path):
+    data = sample_values("uint8", (3, 3))
+    write_array(tmp_path, data, chunks=(2, 2))
+    arr = zarrpipe.Store(str(tmp_path)).open_array()
+    assert_tensor(arr[...], data)
+
+
+def test_store_accepts_pathlike(tmp_path):
+    data = sample_values("int64", (4,))
+    write_array(tmp_path, data, chunks=(3,))
+    assert_tensor(zarrpipe.Store(tmp_path).read(""), data)
+
+
+@pytest.mark.parametrize(
+    "encoding",
+    [
+        {"name": "default", "separator": "/"},
+        {"name": "default", "separator": "."},
+        {"name": "v2", "separator": "."},
+        {"name": "v2", "separator": "/"},
+    ],
+    ids=["default-slash", "default-dot", "v2-dot", "v2-slash"],
+)
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_chunk_key_encodings(tmp_path, encoding, zarr_format):
+    """Values and chunk_key() for every chunk key encoding (v2 arrays: separators only)."""
+    if zarr_format == 2 and encoding["name"] == "default":
+        pytest.skip("v2 arrays only have the v2 key encoding")
+    data = sample_values("float64", (5, 7), seed=2)
+    z = write_array(
+        tmp_path,
+        data,
+        path="g/arr",
+        chunks=(2, 3),
+        zarr_format=zarr_format,
+        chunk_key_encoding=encoding,
+        missing="partial",
+        fill_value=-1.0,
+    )
+    _, expected = reference(tmp_path, "g/arr")
+    arr = check_reads(tmp_path, "g/arr", expected)
+    for index in all_chunk_indices(data.shape, (2, 3)):
+        key = arr.chunk_key(index)
+        assert key.endswith(z.metadata.encode_chunk_key(index)), (key, index)
+        # the key names the stored file (written chunks exist, others do not)
+        exists = os.path.exists(os.path.join(tmp_path, *key.split("/")))
+        assert exists == os.path.exists(chunk_file(tmp_path, "g/arr", z, index))
+
+
+def test_chunk_key_sharded_names_the_shard(tmp_path):
+    data = sample_values("int16", (9, 8), seed=2)
+    z = write_array(tmp_path, data, chunks=(3, 2), shards=(6, 4))
+    arr = zarrpipe.Store(str(tmp_path)).open_array()
+    for index in all_chunk_indices(data.shape, (6, 4)):
+        key = arr.chunk_key(index)
+        assert key.endswith(z.metadata.encode_chunk_key(index))
+        assert os.path.isfile(os.path.join(tmp_path, *key.split("/")))
+
+
+@pytest.mark.parametrize(
+    "fill_json,dtype,want",
+    [
+        ("0x3ff8000000000000", "float64", 1.5),
+        ("0x7ff8000000000000", "float64", np.nan),
+        ("0xc0200000", "float32", -2.5),
+        ("Infinity", "float32", np.inf),
+        ("-Infinity", "float64", -np.inf),
+        ("NaN", "float16", np.nan),
+        ("0x3c00", "float16", 1.0),
+        (["0x3ff0000000000000", "-Infinity"], "complex128", complex(1, -np.inf)),
+        (["NaN", 2.5], "complex64", complex(np.nan, 2.5)),
+        (-0.0, "float64", -0.0),
+    ],
+)
+def test_v3_fill_value_spellings(tmp_path, fill_json, dtype, want):
+    """Fill values written in the v3 JSON spellings (hex, Infinity, NaN, pairs for complex)."""
+    write_array(tmp_path, np.zeros((4, 3), dtype), chunks=(2, 2), missing="never")
+    meta_path = tmp_path / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["fill_value"] = fill_json
+    meta_path.write_text(json.dumps(meta))
+    z, expected = reference(tmp_path)
+    want_arr = np.full((4, 3), want, dtype=dtype)
+    np.testing.assert_array_equal(expected, want_arr)  # zarr-python agrees with us
+    arr = zarrpipe.Store(str(tmp_path)).open_array()
+    assert_tensor(arr[...], expected)
+    assert_tensor(arr.read_chunk((1, 1)), expected[2:, 2:])
+    fv = np.asarray(arr.fill_value)
+    assert fv.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(fv, np.asarray(want, dtype=dtype))
+    assert np.signbit(fv.real) == np.signbit(np.asarray(want, dtype=dtype).real)
+
+
+# ---------------------------------------------------------------------------------------------
+# not found
+
+
+def test_missing_store_dir(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        zarrpipe.Store(str(tmp_path / "does-not-exist"))
+
+
+def test_missing_array_path(hierarchy):
+    store = zarrpipe.Store(str(hierarchy))
+    with pytest.raises(FileNotFoundError):
+        store.open_array("nope")
+    with pytest.raises(FileNotFoundError):
+        store.open_array("a/b/nope")
+    with pytest.raises(FileNotFoundError):
+        store.read("nope")
+    with pytest.raises(FileNotFoundError):
+        store.read("a/nope", (0,))
+    with pytest.raises(FileNotFoundError):
+        store.read_chunks("nope", [(0,)])
+
+
+@pytest.mark.parametrize("path", ["", "a", "a/b", "v2"])
+def test_group_is_not_an_array(hierarchy, path):
+    store = zarrpipe.Store(str(hierarchy))
+    with pytest.raises(FileNotFoundError):
+        store.open_array(path)
+    with pytest.raises(FileNotFoundError):
+        store.read(path)
+
+
+def test_empty_dir_has_no_root_array(tmp_path):
+    store = zarrpipe.Store(str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        store.open_array()
+
+
+# ---------------------------------------------------------------------------------------------
+# selection errors
+
+
+@pytest.fixture
+def arr3(tmp_path):
+    data = sample_values("int32", (4, 5, 6), seed=3)
+    write_array(tmp_path, data, chunks=(3, 2, 4))
+    _, expected = reference(tmp_path)
+    return zarrpipe.Store(str(tmp_path)), expected
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        4,
+        -5,
+        100,
+        -(2**70),
+        2**70,
+        (0, 5),
+        (0, 0, 6),
+        (0, -6),
+        (0, 0, -7),
+        (0, 0, 0, 0),  # too many indices
+        (slice(None),) * 4,
+        (Ellipsis, Ellipsis),
+        (0, Ellipsis, 0, Ellipsis),
+        slice(None, None, 2),
+        slice(None, None, -1),
+        slice(0, 3, 0),
+        (slice(None), slice(1, 4, 3)),
+    ],
+    ids=repr,
+)
+def test_selection_index_error(arr3, sel):
+    store, expected = arr3
+    arr = store.open_array("")
+    with pytest.raises(IndexError):
+        arr[sel]
+    with pytest.raises(IndexError):
+        store.read("", sel)
+    with pytest.raises(IndexError):
+        arr.read(sel)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        [0, 1],
+        (0, [1, 2]),
+        1.0,
+        (0, 1.5),
+        None,
+        (None, 0),
+        (0, None),
+        True,
+        False,
+        (0, True),
+        np.bool_(True),
+        "a",
+        np.array([0, 1]),
+        slice(0.5, 2),
+        slice(0, "3"),
+        (slice(None), {1: 2}),
+    ],
+    ids=repr,
+)
+def test_selection_type_error(arr3, sel):
+    store, _ = arr3
+    arr = store.open_array("")
+    with pytest.raises(TypeError):
+        arr[sel]
+    if sel is not None:  # store.read(path, None) is the whole array
+        with pytest.raises(TypeError):
+            store.read("", sel)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [np.int64(2), (np.int32(-1), np.uint8(3)), (slice(np.int64(1), np.int16(3)), Ellipsis)],
+    ids=["np.int64", "np-ints", "np-slice-bounds"],
+)
+def test_numpy_integers_select(arr3, sel):
+    store, expected = arr3
+    assert_tensor(store.open_array("")[sel], expected[sel])
+
+
+def test_read_none_selection_is_whole_array(arr3):
+    store, expected = arr3
+    assert_tensor(store.read("", None), expected)
+    assert_tensor(store.open_array("").read(None), expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# chunk index errors
+
+
+@pytest.mark.parametrize(
+    "index",
+    [(2, 0, 0), (0, 3, 0), (0, 0, 2), (0, 0, 99), (0, 0), (0, 0, 0, 0), (-1, 0, 0), (0, -1, 0)],
+    ids=repr,
+)
+def test_bad_chunk_index(arr3, index):
+    store, _ = arr3
+    arr = store.open_array("")
+    assert tuple(arr.chunk_grid_shape) == (2, 3, 2)
+    with pytest.raises(IndexError):
+        arr.read_chunk(index)
+    with pytest.raises(IndexError):
+        arr.read_chunks([(0, 0, 0), index])
+    with pytest.raises(IndexError):
+        store.read_chunks("", [index])
+
+
+def test_read_chunks_accepts_lists_and_iterables(arr3):
+    store, expected = arr3
+    arr = store.open_array("")
+    idx = [(1, 2, 1), [0, 1, 0]]
+    got = arr.read_chunks(idx)
+    assert_tensor(got[0], expected[3:4, 4:5, 4:6])
+    assert_tensor(got[1], expected[0:3, 2:4, 0:4])
+    got = arr.read_chunks(iter([(1, 0, 0)]))
+    assert_tensor(got[0], expected[3:4, 0:2, 0:4])
+    assert arr.read_chunks([]) == []
+    # the same chunk twice: two independent, equal tensors
+    a, b = arr.read_chunks([(0, 0, 0), (0, 0, 0)])
+    assert_moves_out(a, expected[:3, :2, :4])
+    assert_moves_out(b, expected[:3, :2, :4])
+
+
+# ---------------------------------------------------------------------------------------------
+# corrupt data
+
+
+def _corrupt(path: str, how: str) -> None:
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    if how == "garbage":
+        raw = bytearray(np.random.default_rng(0).integers(0, 256, len(raw), dtype=np.uint8))
+    elif how == "flip-middle":
+        raw[len(raw) // 2] ^= 0x5A
+    elif how == "flip-last":
+        raw[-1] ^= 0x01
+    elif how == "truncate":
+        raw = raw[: len(raw) // 2]
+    elif how == "empty":
+        raw = bytearray()
+    elif how == "extend":
+        raw += b"\x00" * 7
+    elif how == "flip-index":  # shard index at the end: flip a byte of it (before its crc32c)
+        raw[-8] ^= 0xFF
+    else:
+        raise ValueError(how)
+    with open(path, "wb") as f:
+        f.write(bytes(raw))
+
+
+CORRUPTIONS = {
+    # case: (create kwargs, corruption, expected exception)
+    "zstd-garbage": (dict(compressors=[ZstdCodec()]), "garbage", zarrpipe.DecodeError),
+    "zstd-truncate": (dict(compressors=[ZstdCodec()]), "truncate", zarrpipe.DecodeError),
+    "zstd-empty": (dict(compressors=[ZstdCodec()]), "empty", zarrpipe.DecodeError),
+    "gzip-garbage": (dict(compressors=[GzipCodec()]), "garbage", zarrpipe.DecodeError),
+    "gzip-truncate": (dict(compressors=[GzipCodec()]), "truncate", zarrpipe.DecodeError),
+    "blosc-garbage": (dict(compressors=[BloscCodec()]), "garbage", zarrpipe.DecodeError),
+    "blosc-truncate": (dict(compressors=[BloscCodec()]), "truncate", zarrpipe.DecodeError),
+    "bytes-truncate": (dict(compressors=None), "truncate", zarrpipe.DecodeError),
+    "bytes-extend": (dict(compressors=None), "extend", zarrpipe.DecodeError),
+    "bytes-empty": (dict(compressors=None), "empty", zarrpipe.DecodeError),
+    "crc32c-flip": (dict(compressors=[Crc32cCodec()]), "flip-middle", zarrpipe.ChecksumError),
+    "crc32c-flip-checksum": (dict(compressors=[Crc32cCodec()]), "flip-last", zarrpipe.ChecksumError),
+    "crc32c-truncate": (dict(compressors=[Crc32cCodec()]), "truncate", zarrpipe.DecodeError),
+    "zstd-crc32c-flip": (
+        dict(compressors=[ZstdCodec(), Crc32cCodec()]),
+        "flip-middle",
+        zarrpipe.ChecksumError,
+    ),
+    "shard-index-crc32c": (dict(shards=(4, 6)), "flip-index", zarrpipe.ChecksumError),
+    "shard-truncate": (dict(shards=(4, 6)), "truncate", zarrpipe.DecodeError),
+    "shard-garbage-no-index-crc": (
+        dict(
+            serializer=ShardingCodec(chunk_shape=(2, 3), index_codecs=[BytesCodec()]),
+            compressors=None,
+            chunks=(4, 6),
+        ),
+        "garbage",
+        zarrpipe.DecodeError,
+    ),
+    "shard-inner-crc32c": (
+        dict(
+            serializer=ShardingCodec(chunk_shape=(2, 3), codecs=[BytesCodec(), Crc32cCodec()]),
+            compressors=None,
+            chunks=(4, 6),
+        ),
+        "flip-middle",
+        zarrpipe.ChecksumError,
+    ),
+    "v2-zlib-garbage": (
+        dict(zarr_format=2, compressors=numcodecs.Zlib(), filters=None),
+        "garbage",
+        zarrpipe.DecodeError,
+    ),
+    "v2-raw-truncate": (
+        dict(zarr_format=2, compressors=None, filters=None),
+        "truncate",
+        zarrpipe.DecodeError,
+    ),
+    "v2-blosc-garbage": (
+        dict(zarr_format=2, compressors=numcodecs.Blosc(), filters=None),
+        "garbage",
+        zarrpipe.DecodeError,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_corrupt_chunk(tmp_path, case):
+    kwargs, how, exc = dict(CORRUPTIONS[case][0]), CORRUPTIONS[case][1], CORRUPTIONS[case][2]
+    chunks = kwargs.pop("chunks", (2, 3))
+    data = sample_values("int32", (8, 12), seed=4)
+    z = write_array(tmp_path, data, chunks=chunks, **kwargs)
+    storage = (4, 6) if (kwargs.get("shards") or "serializer" in kwargs) else (2, 3)
+    _corrupt(chunk_file(tmp_path, "", z, (1, 1)), how)
+    store = zarrpipe.Store(str(tmp_path))
+    arr = store.open_array()
+    bad = chunk_slices(data.shape, storage, (1, 1))  # the damaged chunk (shard)
+    inner = tuple(arr.chunks)
+    bad_inner = [
+        (i, j)
+        for i in range(bad[0].start // inner[0], -(-bad[0].stop // inner[0]))
+        for j in range(bad[1].start // inner[1], -(-bad[1].stop // inner[1]))
+    ]
+    with pytest.raises(exc) as info:
+        arr[...]
+    assert isinstance(info.value, zarrpipe.ZarrpipeError)
+    assert str(info.value)
+    with pytest.raises(exc):
+        store.read("", bad)
+    if storage == inner:  # one stored chunk: any read of it fails
+        with pytest.raises(exc):
+            store.read("", (bad[0].start, bad[1].stop - 1))
+        with pytest.raises(exc):
+            arr.read_chunk(bad_inner[0])
+    with pytest.raises(exc):
+        arr.read_chunks([(0, 0), *bad_inner])
+    # reads that do not touch the damaged chunk still work
+    assert_tensor(arr[: storage[0], : storage[1]], data[: storage[0], : storage[1]])
+    assert_tensor(arr.read_chunk((0, 0)), data[: inner[0], : inner[1]])
+    assert_tensor(arr[bad[0].stop :, :], data[bad[0].stop :, :])
+
+
+def test_error_hierarchy():
+    assert issubclass(zarrpipe.ChecksumError, zarrpipe.DecodeError)
+    assert issubclass(zarrpipe.DecodeError, zarrpipe.ZarrpipeError)
+    assert issubclass(zarrpipe.UnsupportedError, zarrpipe.ZarrpipeError)
+    assert issubclass(zarrpipe.ZarrpipeError, Exception)
+
+
+def test_corrupt_metadata(tmp_path):
+    write_array(tmp_path, np.zeros((3,), "int8"), chunks=(2,))
+    (tmp_path / "zarr.json").write_text("{ not json")
+    with pytest.raises((zarrpipe.ZarrpipeError, ValueError)):
+        zarrpipe.Store(str(tmp_path)).open_array()
+
+
+# ---------------------------------------------------------------------------------------------
+# unsupported: a clean UnsupportedError or a correct read (zarrs fallback), never wrong data
+
+
+def _unsupported_or_correct(root, path=""):
+    _, expected = reference(root, path)
+    try:
+        arr = zarrpipe.Store(str(root)).open_array(path)
+        check_reads(root, path, expected, n_random=2)
+    except zarrpipe.UnsupportedError as e:
+        assert str(e)
+        return None
+    return arr
+
+
+@pytest.mark.parametrize(
+    "dtype", ["str", "S4", "U3", "datetime64[s]", "timedelta64[ms]"], ids=str
+)
+def test_unsupported_dtypes(tmp_path, dtype):
+    with quiet_zarr_writes():
+        z = zarr.create_array(str(tmp_path), shape=(5,), chunks=(2,), dtype=dtype)
+        if dtype == "str":
+            z[...] = np.array(["a", "bb", "", "dddd", "e"])
+        elif dtype.startswith("datetime") or dtype.startswith("timedelta"):
+            z[...] = np.arange(5).astype(dtype)
+        else:
+            z[...] = np.array(["ab", "c", "", "dd", "e"], dtype=dtype)
+    _unsupported_or_correct(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        lambda: dict(compressors=[zarr.codecs.BZ2()]),
+        lambda: dict(compressors=[zarr.codecs.LZ4()]),
+        lambda: dict(compressors=[zarr.codecs.Zlib()]),
+        lambda: dict(filters=[zarr.codecs.Delta(dtype="<i4")]),
+        lambda: dict(compressors=[zarr.codecs.Adler32()]),
+    ],
+    ids=["v3-bz2", "v3-lz4", "v3-numcodecs-zlib", "v3-delta", "v3-adler32"],
+)
+def test_unsupported_v3_codecs(tmp_path, kwargs):
+    """numcodecs codecs in v3 arrays (zarr.codecs.numcodecs wrappers)."""
+    data = (np.arange(30, dtype="<i4").reshape(5, 6) * 7 - 100).astype("<i4")
+    with quiet_zarr_writes():
+        kwargs = kwargs()
+    write_array(tmp_path, data, chunks=(2, 4), missing="partial", fill_value=1, **kwargs)
+    _unsupported_or_correct(tmp_path)
+
+
+def test_zarrs_fallback_fixedscaleoffset(tmp_path):
+    """An array-to-array codec zarrpipe does not decode itself: zarrs' decoder reads it."""
+    data = (np.arange(9 * 7).reshape(9, 7) * 0.1 - 2).astype("f8")
+    with quiet_zarr_writes():
+        fso = FixedScaleOffset(offset=1, scale=10, dtype="f8", astype="i4")
+    write_array(
+        tmp_path,
+        data,
+        chunks=(4, 3),
+        missing="partial",
+        fill_value=-3.0,
+        filters=[fso],
+    )
+    arr = _unsupported_or_correct(tmp_path)
+    if arr is not None:
+        assert isinstance(arr.fallback_reason, str) and arr.fallback_reason
+
+
+def test_zarrs_fallback_transpose_before_sharding(tmp_path):
+    data = sample_values("int32", (9, 7), seed=6)
+    write_array(
+        tmp_path,
+        data,
+        chunks=(4, 6),
+        missing="deleted",
+        fill_value=-5,
+        filters=[TransposeCodec(order=(0, 1))],
+        serializer=ShardingCodec(chunk_shape=(2, 3)),
+        compressors=None,
+    )
+    arr = _unsupported_or_correct(tmp_path)
+    if arr is not None:
+        assert isinstance(arr.fallback_reason, str) and arr.fallback_reason
+
+
+def test_own_decoder_has_no_fallback_reason(tmp_path):
+    write_array(tmp_path, np.arange(10, dtype="i2"), chunks=(3,), shards=(6,))
+    assert zarrpipe.Store(str(tmp_path)).open_array().fallback_reason is None
+
+
+# ---------------------------------------------------------------------------------------------
+# threads
+
+
+def test_set_num_threads_roundtrip():
+    default = zarrpipe.get_num_threads()
+    assert isinstance(default, int) and default >= 1
+    try:
+        zarrpipe.set_num_threads(1)
+        assert zarrpipe.get_num_threads() == 1
+        zarrpipe.set_num_threads(4)
+        assert zarrpipe.get_num_threads() == 4
+        with pytest.raises(ValueError):
+            zarrpipe.set_num_threads(0)
+        assert zarrpipe.get_num_threads() == 4
+    finally:
+        zarrpipe.set_num_threads(default)
+    assert zarrpipe.get_num_threads() == default
+
+
+def test_reads_from_python_threads(tmp_path):
+    """Several Python threads reading one store at once get the right values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = sample_values("float32", (30, 20), seed=12)
+    write_array(tmp_path, data, chunks=(4, 3), missing="partial", fill_value=np.inf)
+    _, expected = reference(tmp_path)
+    store = zarrpipe.Store(str(tmp_path))
+    arr = store.open_array()
+    sels = [(slice(i, i + 7), slice(i % 5, None)) for i in range(24)]
+
+    def work(sel):
+        return arr[sel].to_numpy(), store.read("", sel).to_numpy()
+
+    default = zarrpipe.get_num_threads()
+    try:
+        zarrpipe.set_num_threads(4)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(work, sels * 3))
+    finally:
+        zarrpipe.set_num_threads(default)
+    for sel, (a, b) in zip(sels * 3, results, strict=True):
+        np.testing.assert_array_equal(a, expected[sel])
+        np.testing.assert_array_equal(b, expected[sel])
