@@ -74,14 +74,13 @@ pub fn chunk_index(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     items
         .iter()
         .map(|i| {
-            let v: i64 = i
-                .call_method0("__index__")
-                .and_then(|x| x.extract())
-                .map_err(|_| {
-                    PyTypeError::new_err("a chunk index is a tuple of non-negative integers")
-                })?;
-            u64::try_from(v).map_err(|_| {
-                pyo3::exceptions::PyIndexError::new_err(format!("chunk index {v} is negative"))
+            let index = i.call_method0("__index__").map_err(|_| {
+                PyTypeError::new_err("a chunk index is an integer or a tuple of integers")
+            })?;
+            index.extract::<u64>().map_err(|_| {
+                pyo3::exceptions::PyIndexError::new_err(format!(
+                    "chunk index {index} is out of bounds"
+                ))
             })
         })
         .collect()

@@ -10,6 +10,7 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
+import zarrpipe
 from zarr.codecs import (
     BloscCodec,
     BytesCodec,
@@ -20,8 +21,6 @@ from zarr.codecs import (
     TransposeCodec,
     ZstdCodec,
 )
-
-import zarrpipe
 from zarr_stores import (
     all_chunk_indices,
     assert_moves_out,
@@ -85,7 +84,7 @@ def test_list_nested(hierarchy):
 
 def test_nested_array_metadata_and_values(hierarchy):
     store = zarrpipe.Store(str(hierarchy))
-    z, expected = reference(hierarchy, "a/b/c")
+    _, expected = reference(hierarchy, "a/b/c")
     arr = store.open_array("a/b/c")
     assert arr.path == "a/b/c"
     assert arr.attrs == {"units": "m", "scale": [1.5, 2], "nested": {"k": None}}
@@ -116,7 +115,7 @@ def test_sharded_array_metadata(hierarchy):
 
 def test_v2_array_metadata(hierarchy):
     store = zarrpipe.Store(str(hierarchy))
-    z, expected = reference(hierarchy, "v2/y")
+    _, expected = reference(hierarchy, "v2/y")
     arr = store.open_array("v2/y")
     assert arr.zarr_format == 2
     assert arr.dtype == np.dtype("uint16")  # native order, even though stored big-endian
@@ -134,9 +133,7 @@ def test_array_at_root(tmp_path, root_path, zarr_format):
     data = sample_values("int32", (6, 5), seed=1)
     attrs = {"where": "root", "n": 1}
     extra = {"dimension_names": ("row", "col")} if zarr_format == 3 else {}
-    write_array(
-        tmp_path, data, chunks=(4, 2), zarr_format=zarr_format, attributes=attrs, **extra
-    )
+    write_array(tmp_path, data, chunks=(4, 2), zarr_format=zarr_format, attributes=attrs, **extra)
     _, expected = reference(tmp_path)
     store = zarrpipe.Store(str(tmp_path))
     assert store.list() == [("", "array")]
@@ -232,7 +229,7 @@ def test_v3_fill_value_spellings(tmp_path, fill_json, dtype, want):
     meta = json.loads(meta_path.read_text())
     meta["fill_value"] = fill_json
     meta_path.write_text(json.dumps(meta))
-    z, expected = reference(tmp_path)
+    _, expected = reference(tmp_path)
     want_arr = np.full((4, 3), want, dtype=dtype)
     np.testing.assert_array_equal(expected, want_arr)  # zarr-python agrees with us
     arr = zarrpipe.Store(str(tmp_path)).open_array()
@@ -318,7 +315,7 @@ def arr3(tmp_path):
     ids=repr,
 )
 def test_selection_index_error(arr3, sel):
-    store, expected = arr3
+    store, _ = arr3
     arr = store.open_array("")
     with pytest.raises(IndexError):
         arr[sel]
@@ -382,7 +379,19 @@ def test_read_none_selection_is_whole_array(arr3):
 
 @pytest.mark.parametrize(
     "index",
-    [(2, 0, 0), (0, 3, 0), (0, 0, 2), (0, 0, 99), (0, 0), (0, 0, 0, 0), (-1, 0, 0), (0, -1, 0)],
+    [
+        (2, 0, 0),
+        (0, 3, 0),
+        (0, 0, 2),
+        (0, 0, 99),
+        (0, 0),
+        (0, 0, 0, 0),
+        (-1, 0, 0),
+        (0, -1, 0),
+        (2**63, 0, 0),
+        (0, 2**64, 0),
+        (0, 0, 2**70),
+    ],
     ids=repr,
 )
 def test_bad_chunk_index(arr3, index):
@@ -453,7 +462,11 @@ CORRUPTIONS = {
     "bytes-extend": (dict(compressors=None), "extend", zarrpipe.DecodeError),
     "bytes-empty": (dict(compressors=None), "empty", zarrpipe.DecodeError),
     "crc32c-flip": (dict(compressors=[Crc32cCodec()]), "flip-middle", zarrpipe.ChecksumError),
-    "crc32c-flip-checksum": (dict(compressors=[Crc32cCodec()]), "flip-last", zarrpipe.ChecksumError),
+    "crc32c-flip-checksum": (
+        dict(compressors=[Crc32cCodec()]),
+        "flip-last",
+        zarrpipe.ChecksumError,
+    ),
     "crc32c-truncate": (dict(compressors=[Crc32cCodec()]), "truncate", zarrpipe.DecodeError),
     "zstd-crc32c-flip": (
         dict(compressors=[ZstdCodec(), Crc32cCodec()]),
@@ -563,9 +576,7 @@ def _unsupported_or_correct(root, path=""):
     return arr
 
 
-@pytest.mark.parametrize(
-    "dtype", ["str", "S4", "U3", "datetime64[s]", "timedelta64[ms]"], ids=str
-)
+@pytest.mark.parametrize("dtype", ["str", "S4", "U3", "datetime64[s]", "timedelta64[ms]"], ids=str)
 def test_unsupported_dtypes(tmp_path, dtype):
     with quiet_zarr_writes():
         z = zarr.create_array(str(tmp_path), shape=(5,), chunks=(2,), dtype=dtype)
@@ -635,7 +646,52 @@ def test_zarrs_fallback_transpose_before_sharding(tmp_path):
 
 def test_own_decoder_has_no_fallback_reason(tmp_path):
     write_array(tmp_path, np.arange(10, dtype="i2"), chunks=(3,), shards=(6,))
-    assert zarrpipe.Store(str(tmp_path)).open_array().fallback_reason is None
+    arr = zarrpipe.Store(str(tmp_path)).open_array()
+    assert arr.fallback_reason is None
+    assert arr.dimension_names is None
+    assert arr.attrs == {}
+
+
+@pytest.mark.parametrize(
+    "patch,dtype",
+    [
+        ({"fill_value": "NaN"}, "<f8"),
+        ({"fill_value": "Infinity"}, ">f4"),
+        ({"fill_value": "-Infinity"}, "<f8"),
+        ({"fill_value": None}, "<i8"),
+        ({"fill_value": None}, "<f4"),
+        ({"fill_value": 7}, "<f8"),
+        ({"fill_value": True}, "|b1"),
+        ({"fill_value": 200}, "|u1"),
+        ({"dimension_separator": None}, "<u2"),  # key removed: "." is the default
+        ({"order": "F", "fill_value": -2}, ">i2"),
+    ],
+    ids=repr,
+)
+def test_v2_metadata_spellings(tmp_path, patch, dtype):
+    """v2 .zarray spellings other writers produce; zarr-python's reading is the reference."""
+    data = sample_values(dtype, (5, 6), seed=3).astype(dtype)
+    z = write_array(
+        tmp_path, data, chunks=(2, 4), zarr_format=2, compressors=None, filters=None,
+        missing="partial",
+    )  # fmt: skip
+    meta_path = tmp_path / ".zarray"
+    meta = json.loads(meta_path.read_text())
+    if "dimension_separator" in patch:
+        del meta["dimension_separator"]
+    else:
+        meta.update(patch)
+    if meta.get("order") == "F":  # rewrite the chunks in F order, as an F-order writer would
+        for index in all_chunk_indices(data.shape, (2, 4)):
+            path = chunk_file(tmp_path, "", z, index)
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    chunk = np.frombuffer(f.read(), dtype=dtype).reshape(2, 4)
+                with open(path, "wb") as f:
+                    f.write(chunk.tobytes(order="F"))
+    meta_path.write_text(json.dumps(meta))
+    _, expected = reference(tmp_path)
+    check_reads(tmp_path, "", expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,3 +738,183 @@ def test_reads_from_python_threads(tmp_path):
     for sel, (a, b) in zip(sels * 3, results, strict=True):
         np.testing.assert_array_equal(a, expected[sel])
         np.testing.assert_array_equal(b, expected[sel])
+
+
+# ---------------------------------------------------------------------------------------------
+# shards laid out by other writers: chunks out of order, gaps, empty index entries
+
+
+def _crc32c(data: bytes) -> bytes:
+    import google_crc32c
+
+    return google_crc32c.value(data).to_bytes(4, "little")
+
+
+MISSING = 2**64 - 1
+
+
+@pytest.mark.parametrize("index_location", ["end", "start"])
+@pytest.mark.parametrize("layout", ["reversed-with-gaps", "some-empty", "all-empty", "shared"])
+def test_hand_built_shards(tmp_path, layout, index_location):
+    """Shards whose inner chunks are stored in reverse order with junk between them, whose
+    index marks some or all inner chunks empty, or whose entries point at the same bytes."""
+    shape, shard, inner = (7, 10), (4, 6), (2, 3)
+    data = sample_values("int32", shape, seed=21)
+    z = write_array(
+        tmp_path,
+        data,
+        chunks=shard,
+        serializer=ShardingCodec(
+            chunk_shape=inner, codecs=[BytesCodec()], index_location=index_location
+        ),
+        compressors=None,
+        fill_value=-8,
+    )
+    n_inner = (shard[0] // inner[0]) * (shard[1] // inner[1])
+    index_size = n_inner * 16 + 4
+    for shard_index in all_chunk_indices(shape, shard):
+        # the shard's values, padded with the fill value to the full shard shape
+        full = np.full(shard, -8, dtype="<i4")
+        region = chunk_slices(shape, shard, shard_index)
+        full[tuple(slice(0, r.stop - r.start) for r in region)] = data[region]
+        blobs = [
+            full[i * inner[0] : (i + 1) * inner[0], j * inner[1] : (j + 1) * inner[1]].tobytes()
+            for i in range(shard[0] // inner[0])
+            for j in range(shard[1] // inner[1])
+        ]
+        entries = [(MISSING, MISSING)] * n_inner
+        body = b""
+        base = index_size if index_location == "start" else 0
+        if layout == "reversed-with-gaps":
+            for k in reversed(range(n_inner)):
+                body += b"\xab" * (k + 1)  # junk
+                entries[k] = (base + len(body), len(blobs[k]))
+                body += blobs[k]
+        elif layout == "some-empty":
+            for k in range(n_inner):
+                if k % 2 == 0:
+                    entries[k] = (base + len(body), len(blobs[k]))
+                    body += blobs[k]
+        elif layout == "shared":  # every inner chunk reads the bytes of inner chunk 0
+            body = blobs[0]
+            entries = [(base, len(blobs[0]))] * n_inner
+        index = np.array(entries, dtype="<u8").tobytes()
+        index += _crc32c(index)
+        assert len(index) == index_size
+        with open(chunk_file(tmp_path, "", z, shard_index), "wb") as f:
+            f.write(index + body if index_location == "start" else body + index)
+    _, expected = reference(tmp_path)
+    if layout == "all-empty":
+        assert (expected == -8).all()
+    elif layout == "reversed-with-gaps":
+        np.testing.assert_array_equal(expected, data)
+    check_reads(tmp_path, "", expected, n_random=6)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["past-end", "offset-overflow", "huge-nbytes", "short", "overlaps-index", "one-missing-half"],
+)
+def test_bad_shard_index_entries(tmp_path, entry):
+    """A shard index with a valid checksum but impossible entries: DecodeError, never a panic,
+    never a wrong value."""
+    shape, shard, inner = (4, 12), (4, 6), (2, 3)  # two shards; the first is damaged
+    data = sample_values("int32", shape, seed=22)
+    z = write_array(
+        tmp_path,
+        data,
+        chunks=shard,
+        serializer=ShardingCodec(chunk_shape=inner, codecs=[BytesCodec()]),
+        compressors=None,
+    )
+    path = chunk_file(tmp_path, "", z, (0, 0))
+    with open(path, "rb") as f:
+        raw = f.read()
+    body, index = raw[: -(4 * 16 + 4)], raw[-(4 * 16 + 4) : -4]
+    entries = np.frombuffer(index, dtype="<u8").reshape(4, 2).copy()
+    k = 3  # damage the last inner chunk's entry
+    if entry == "past-end":
+        entries[k] = (len(raw) + 10, 24)
+    elif entry == "offset-overflow":
+        entries[k] = (2**64 - 2, 24)
+    elif entry == "huge-nbytes":
+        entries[k] = (0, 2**63)
+    elif entry == "short":
+        entries[k] = (entries[k][0], 5)
+    elif entry == "overlaps-index":
+        entries[k] = (len(body) + 8, 24)  # reads bytes of the index itself: valid, if odd
+    else:  # offset says missing, nbytes does not
+        entries[k] = (MISSING, 24)
+    index = entries.astype("<u8").tobytes()
+    with open(path, "wb") as f:
+        f.write(body + index + _crc32c(index))
+    store = zarrpipe.Store(str(tmp_path))
+    arr = store.open_array()
+    if entry == "overlaps-index":  # in bounds: read like zarr-python reads it
+        _, expected = reference(tmp_path)
+        check_reads(tmp_path, "", expected)
+        return
+    with pytest.raises(zarrpipe.DecodeError):
+        arr[...]
+    with pytest.raises(zarrpipe.DecodeError):
+        arr.read_chunk((1, 1))
+    with pytest.raises(zarrpipe.DecodeError):
+        arr[3, 5]
+    # the other shard is unaffected (rejecting all of the damaged shard is allowed)
+    assert_tensor(arr[:, 6:], data[:, 6:])
+    assert_tensor(arr.read_chunk((1, 3)), data[2:, 9:])
+
+
+def _blosc_huge_header(raw: bytes) -> bytes:
+    """A blosc chunk whose header claims 2 GiB of decompressed data."""
+    raw = bytearray(raw)
+    raw[4:8] = (2**31 - 1).to_bytes(4, "little")
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    "codec",
+    ["zstd", "gzip", "blosc", "crc32c", "v2-zlib", "v2-zstd", "blosc-huge-header", "zstd-empty"],
+)
+@pytest.mark.parametrize("delta", [-4, 8])
+def test_valid_stream_wrong_length(tmp_path, codec, delta):
+    """A chunk that decompresses fine but to the wrong number of bytes is corrupt."""
+    crc = numcodecs.CRC32C()
+    encoders = {
+        "zstd": (dict(compressors=[ZstdCodec()]), numcodecs.Zstd().encode),
+        "zstd-empty": (dict(compressors=[ZstdCodec()]), lambda b: numcodecs.Zstd().encode(b"")),
+        "gzip": (dict(compressors=[GzipCodec()]), numcodecs.GZip().encode),
+        "blosc": (
+            dict(compressors=[BloscCodec(cname="lz4", shuffle="noshuffle", typesize=4)]),
+            numcodecs.Blosc(cname="lz4", shuffle=0).encode,
+        ),
+        "blosc-huge-header": (
+            dict(compressors=[BloscCodec(cname="lz4", shuffle="noshuffle", typesize=4)]),
+            lambda b: _blosc_huge_header(numcodecs.Blosc(cname="lz4", shuffle=0).encode(b)),
+        ),
+        "crc32c": (dict(compressors=[Crc32cCodec()]), lambda b: bytes(crc.encode(b))),
+        "v2-zlib": (
+            dict(zarr_format=2, filters=None, compressors=numcodecs.Zlib()),
+            numcodecs.Zlib().encode,
+        ),
+        "v2-zstd": (
+            dict(zarr_format=2, filters=None, compressors=numcodecs.Zstd()),
+            numcodecs.Zstd().encode,
+        ),
+    }
+    kwargs, encode = encoders[codec]
+    data = sample_values("int32", (6, 8), seed=23)
+    z = write_array(tmp_path, data, chunks=(3, 4), **kwargs)
+    chunk_nbytes = 3 * 4 * 4
+    payload = np.arange(chunk_nbytes + delta, dtype=np.uint8).tobytes()
+    with open(chunk_file(tmp_path, "", z, (1, 0)), "wb") as f:
+        f.write(bytes(encode(payload)))
+    arr = zarrpipe.Store(str(tmp_path)).open_array()
+    with pytest.raises(zarrpipe.DecodeError):
+        arr.read_chunk((1, 0))
+    with pytest.raises(zarrpipe.DecodeError):
+        arr[...]
+    with pytest.raises(zarrpipe.DecodeError):
+        arr[4, 1]
+    assert_tensor(arr[:3, :], data[:3, :])
+    assert_tensor(arr.read_chunk((1, 1)), data[3:, 4:])

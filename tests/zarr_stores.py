@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-
 import zarrpipe
 
 ALL_DTYPES = [
@@ -251,21 +250,28 @@ def assert_moves_out(tensor: zarrpipe.Tensor, expected: np.ndarray, what: str = 
         out.reshape(-1)[0] = out.reshape(-1)[-1]  # really writable
 
 
+def assert_fill_value(arr: zarrpipe.Array, z: zarr.Array) -> None:
+    """`arr.fill_value` is a numpy scalar of the array's (native) dtype equal to zarr-python's
+    (NaN equals NaN, -0.0 differs from 0.0; a v2 null fill value reads as zero)."""
+    fv = arr.fill_value
+    assert isinstance(fv, np.generic), f"fill_value is a {type(fv)}, not a numpy scalar"
+    dtype = native(arr.dtype)
+    assert fv.dtype == dtype, f"fill_value dtype {fv.dtype} != {dtype}"
+    want = np.asarray(z.fill_value if z.fill_value is not None else 0).astype(dtype)
+    assert_values(np.asarray(fv), want, "fill_value")
+
+
 # ---------------------------------------------------------------------------------------------
 # selections
 
 
 def random_selection(rng: np.random.Generator, shape: Sequence[int]) -> tuple:
     """A random zarrpipe selection (NumPy semantics): ints, negative ints, slices with None,
-    negative and out-of-range bounds, empty slices, and sometimes an Ellipsis."""
+    negative and out-of-range bounds, empty slices, and sometimes an Ellipsis standing for a run
+    of axes (anywhere), or trailing axes left out."""
     items: list[Any] = []
-    ndim = len(shape)
-    # choose how many axes to leave to an Ellipsis / trailing implicit full slices
-    n_explicit = int(rng.integers(0, ndim + 1)) if ndim else 0
-    axes = list(range(ndim))
-    for axis in axes[:n_explicit]:
-        n = shape[axis]
-        kind = rng.integers(0, 8)
+    for n in shape:
+        kind = rng.integers(0, 10)  # 7..9: a non-empty slice
         if kind == 0 and n:
             items.append(int(rng.integers(0, n)))
         elif kind == 1 and n:
@@ -285,11 +291,13 @@ def random_selection(rng: np.random.Generator, shape: Sequence[int]) -> tuple:
         else:
             a, b = sorted(int(v) for v in rng.integers(0, n + 1, 2))
             items.append(slice(a, b + 1))
-    where = rng.integers(0, 3)
-    if where == 1:
-        items.insert(int(rng.integers(0, len(items) + 1)), Ellipsis)
-    elif where == 2 and items:
-        items.append(Ellipsis)
+    how = rng.integers(0, 3)
+    if how == 1:  # an Ellipsis replaces axes i..j (possibly none)
+        i = int(rng.integers(0, len(items) + 1))
+        j = int(rng.integers(i, len(items) + 1))
+        items[i:j] = [Ellipsis]
+    elif how == 2:  # trailing axes left out
+        items = items[: int(rng.integers(0, len(items) + 1))]
     return tuple(items)
 
 
@@ -367,9 +375,13 @@ def check_reads(
     assert arr.ndim == expected.ndim
     assert arr.size == expected.size
     assert arr.nbytes == expected.nbytes
+    with quiet_zarr_writes():
+        z = zarr.open_array(store=os.fspath(root), path=path, mode="r")
+    assert_fill_value(arr, z)
 
     # whole array, every door
     assert_tensor(arr[...], expected, "arr[...]")
+    assert_values(np.asarray(arr[...]), expected, "np.asarray(arr[...])")
     assert_tensor(arr.read(), expected, "arr.read()")
     assert_tensor(store.read(path), expected, "store.read(path)")
     assert_tensor(store.read(path, ()), expected, "store.read(path, ())")
