@@ -7,6 +7,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod owned_tensor;
+mod pipeline;
 mod runtime;
 mod selection;
 mod store;
@@ -22,6 +23,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bytes_view::BytesView>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<array::Array>()?;
+    m.add_class::<pipeline::PyChunkCodecs>()?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     errors::register(m)?;

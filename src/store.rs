@@ -26,8 +26,18 @@ pub struct Store {
 
 impl Store {
     fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Arc<ArrayReader>> {
+        self.reader_with(py, path, refresh, None)
+    }
+
+    fn reader_with(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        refresh: bool,
+        metadata: Option<String>,
+    ) -> PyResult<Arc<ArrayReader>> {
         let node = node_path(path).map_err(to_pyerr)?;
-        if !refresh {
+        if !refresh && metadata.is_none() {
             if let Some(r) = self
                 .arrays
                 .lock()
@@ -38,7 +48,10 @@ impl Store {
             }
         }
         let store = self.store.clone();
-        let reader = Arc::new(run(py, move || ArrayReader::open(store, &node))?);
+        let reader = Arc::new(run(py, move || match metadata {
+            Some(json) => ArrayReader::with_metadata(store, &node, &json),
+            None => ArrayReader::open(store, &node),
+        })?);
         if let Some(cache) = &self.cache {
             cache.forget_array(&reader.info.path);
         }
@@ -78,10 +91,28 @@ impl Store {
         format!("<zarrpipe.Store {:?}>", self.store.description())
     }
 
-    /// Opens the array at `path` (`""` is an array at the store root), reading its metadata.
-    #[pyo3(signature = (path = ""))]
-    fn open_array(&self, py: Python<'_>, path: &str) -> PyResult<Array> {
-        self.array(py, path, true)
+    /// Opens the array at `path` (`""` is an array at the store root), reading its metadata,
+    /// or taking it from `metadata` (the JSON of zarr.json / .zarray, as str or dict).
+    #[pyo3(signature = (path = "", *, metadata = None))]
+    fn open_array(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Array> {
+        let json = match metadata {
+            None => None,
+            Some(m) if m.is_instance_of::<pyo3::types::PyString>() => Some(m.extract::<String>()?),
+            Some(m) => Some(
+                py.import("json")?
+                    .call_method1("dumps", (m,))?
+                    .extract::<String>()?,
+            ),
+        };
+        Ok(Array::new(
+            self.reader_with(py, path, true, json)?,
+            self.cache.clone(),
+        ))
     }
 
     /// Reads a selection of the array at `path` into a fresh Tensor.

@@ -60,6 +60,24 @@ impl ArrayReader {
         let node = node_path(path)?;
         let array =
             ZarrsArray::open(store.zarrs(), &node).map_err(|e| open_error(&store, &node, e))?;
+        Self::from_zarrs(store, node, array)
+    }
+
+    /// An array at `path` described by `metadata_json` (zarr.json or .zarray content)
+    /// instead of the metadata in the store: for callers that already hold the metadata.
+    pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
+        let node = node_path(path)?;
+        let metadata: ArrayMetadata =
+            serde_json::from_str(metadata_json).map_err(|e| Error::Metadata {
+                path: node.clone(),
+                reason: e.to_string(),
+            })?;
+        let array = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
+            .map_err(|e| open_error(&store, &node, e))?;
+        Self::from_zarrs(store, node, array)
+    }
+
+    fn from_zarrs(store: Arc<Store>, node: String, array: ZarrsArray) -> Result<Self> {
         let dtype = ElementType::from_zarrs(array.data_type())?;
         let v3 = match array.metadata_opt(
             &ArrayMetadataOptions::default()

@@ -9,6 +9,7 @@ pub mod decode;
 pub mod dtype;
 pub mod error;
 pub mod hierarchy;
+pub mod pipeline;
 pub mod pool;
 pub mod read;
 pub mod selection;

@@ -19,6 +19,7 @@ use crate::decode::sharding::{decode_shard, InMemory};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
 use crate::selection::Region;
+use crate::store::Store;
 
 /// One chunk read by [`ArrayReader::read_chunks`].
 pub struct ChunkData {
@@ -33,6 +34,44 @@ pub struct ChunkData {
 /// incompressible data by a small fraction, plus headers).
 fn encoded_limit(decoded: usize) -> u64 {
     (decoded as u64) + (decoded as u64) / 8 + (1 << 20)
+}
+
+/// Reads the stored chunk (or shard) at `key` and decodes the part `placement` wants into
+/// `target`; a missing key reads as the fill value. Returns whether the key was present.
+pub fn read_stored(
+    store: &Store,
+    chain: &ChunkChain,
+    key: &str,
+    placement: &Placement,
+    target: &ChunkTarget<'_>,
+) -> Result<bool> {
+    let chunk_bytes = placement.chunk_bytes(target.elem);
+    let fill = || {
+        placement
+            .fill(target.out, target.fill)
+            .map_err(|e| DecodeError::from(e).at(key))
+    };
+    if let Some(spec) = chain.plain_sharding() {
+        // A whole shard is one read; part of one reads the index, then each inner chunk.
+        if placement.wants_whole_chunk() {
+            let limit = encoded_limit(chunk_bytes)
+                + spec.index_len(spec.grid(&placement.chunk_shape).iter().product());
+            return match store.read(key, limit)? {
+                Some(shard) => {
+                    decode_shard(spec, &InMemory(&shard), placement, target, key).map(|()| true)
+                }
+                None => fill().map(|()| false),
+            };
+        }
+        return match store.open_ranged(key)? {
+            Some(src) => decode_shard(spec, src.as_ref(), placement, target, key).map(|()| true),
+            None => fill().map(|()| false),
+        };
+    }
+    match store.read(key, encoded_limit(chunk_bytes))? {
+        Some(encoded) => decode_chunk(chain, &encoded, placement, target, key).map(|()| true),
+        None => fill().map(|()| false),
+    }
 }
 
 impl ArrayReader {
@@ -111,38 +150,15 @@ impl ArrayReader {
     ) -> Result<()> {
         let key = self.chunk_key(index);
         let elem = target.elem;
-        let chunk_bytes = placement.chunk_bytes(elem);
-        if let Some(spec) = chain.plain_sharding() {
-            // A whole shard is one read; part of one reads the index, then each inner chunk.
-            if placement.wants_whole_chunk() {
-                let limit = encoded_limit(chunk_bytes)
-                    + spec.index_len(spec.grid(&placement.chunk_shape).iter().product());
-                return match self.store.read(&key, limit)? {
-                    Some(shard) => decode_shard(spec, &InMemory(&shard), placement, target, &key),
-                    None => placement
-                        .fill(target.out, target.fill)
-                        .map_err(|e| DecodeError::from(e).at(&key)),
-                };
-            }
-            return match self.store.open_ranged(&key)? {
-                Some(src) => decode_shard(spec, src.as_ref(), placement, target, &key),
-                None => placement
-                    .fill(target.out, target.fill)
-                    .map_err(|e| DecodeError::from(e).at(&key)),
-            };
-        }
-        let cache_key = cache.map(|_| (self.info.path.clone(), index.to_vec()));
+        let cache_key = cache
+            .filter(|_| chain.plain_sharding().is_none())
+            .map(|_| (self.info.path.clone(), index.to_vec()));
         if let (Some(cache), Some(ck)) = (cache, &cache_key) {
             if let Some(hit) = cache.get(ck) {
                 return self.scatter_cached(index, &hit, placement, target);
             }
         }
-        match self.store.read(&key, encoded_limit(chunk_bytes))? {
-            Some(encoded) => decode_chunk(chain, &encoded, placement, target, &key)?,
-            None => placement
-                .fill(target.out, target.fill)
-                .map_err(|e| DecodeError::from(e).at(&key))?,
-        }
+        read_stored(&self.store, chain, &key, placement, target)?;
         if let (Some(cache), Some(ck)) = (cache, cache_key) {
             let bounded = self.bounded_placement(index, placement);
             if bounded.wants_whole_chunk() {

@@ -29,3 +29,12 @@ __all__ = [
     "get_num_threads",
     "set_num_threads",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # zarr-python is optional: the pipeline (and zarr) load on first use.
+    if name in ("CodecPipeline", "FallbackWarning"):
+        from zarrpipe import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'zarrpipe' has no attribute {name!r}")

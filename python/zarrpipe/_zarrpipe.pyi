@@ -191,8 +191,12 @@ class Store:
 
     def __new__(cls, path: str | os.PathLike[str], *, cache_bytes: int = 0) -> Store:
         """Opens `path`; `cache_bytes > 0` enables an LRU decoded-chunk cache of that size."""
-    def open_array(self, path: str = "") -> Array:
-        """Opens the array at `path` (`""` is an array at the store root)."""
+    def open_array(self, path: str = "", *, metadata: str | dict[str, Any] | None = None) -> Array:
+        """Opens the array at `path` (`""` is an array at the store root).
+
+        Its metadata is read from the store, or taken from `metadata` (the JSON content of
+        zarr.json / .zarray) when given.
+        """
     def read(self, path: str, selection: _Selection | None = None) -> Tensor:
         """Reads a selection of the array at `path` into a fresh Tensor."""
     def read_chunks(self, path: str, indices: Iterable[_ChunkIndex]) -> list[Tensor]:

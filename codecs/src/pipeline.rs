@@ -1,0 +1,433 @@
+//! Chunk-level decode and encode for zarr-python's codec pipeline: zarr-python plans which
+//! chunks a selection touches; this decodes them in parallel straight into its output array,
+//! and encodes chunks for writes (read-modify-write for partial chunks, dropping chunks that
+//! are all fill value when asked).
+//!
+//! Store I/O happens here for local directories (files are replaced atomically, so a failed
+//! write never leaves a torn chunk); for any other store the caller passes the bytes.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rayon::prelude::*;
+use zarrs::array::{Array, ArrayBytes, ArrayMetadata, ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::metadata::v3::ArrayMetadataV3;
+use zarrs::storage::store::MemoryStore;
+
+use crate::buffer::{checked_nbytes, try_with_capacity};
+use crate::decode::bytes_codecs::DecodeError;
+use crate::decode::chain::ChunkChain;
+use crate::decode::placement::{OutPtr, Placement};
+use crate::decode::{decode_chunk, ChunkTarget};
+use crate::dtype::{ElementKind, ElementType};
+use crate::error::{Error, Result};
+use crate::read::read_stored;
+use crate::store::Store;
+
+/// One chunk of a read: where it is stored and which part of it goes where.
+pub struct ChunkRead {
+    pub key: String,
+    pub placement: Placement,
+}
+
+/// One chunk of a write: the part of the chunk (`want`, chunk coordinates) that takes new
+/// values, and where those values are in the source array (byte offset and strides per chunk
+/// axis; a stride of 0 broadcasts).
+pub struct ChunkWrite {
+    pub key: String,
+    pub chunk_shape: Vec<u64>,
+    pub want: Vec<std::ops::Range<u64>>,
+    pub src_offset: usize,
+    pub src_strides: Vec<usize>,
+}
+
+/// A read-only view of the source array of a write.
+#[derive(Clone, Copy)]
+pub struct SrcPtr {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: only read from, while the caller keeps the memory alive and unchanged (`new`).
+unsafe impl Send for SrcPtr {}
+unsafe impl Sync for SrcPtr {}
+
+impl SrcPtr {
+    /// # Safety
+    /// `ptr` must be valid for reads of `len` bytes, unchanged while this value is used.
+    pub unsafe fn new(ptr: *const u8, len: usize) -> Self {
+        Self { ptr, len }
+    }
+
+    fn get(&self, offset: usize, n: usize) -> Result<&[u8]> {
+        match offset.checked_add(n) {
+            // SAFETY: in bounds of the memory `new` vouched for.
+            Some(end) if end <= self.len => {
+                Ok(unsafe { std::slice::from_raw_parts(self.ptr.add(offset), n) })
+            }
+            _ => Err(Error::Internal("write source out of bounds".into())),
+        }
+    }
+}
+
+/// The codecs of one array, for zarr-python's pipeline.
+pub struct ChunkCodecs {
+    pub dtype: ElementType,
+    /// zarrs' view of the array (in an empty memory store): encoding, data type, fill value.
+    array: Array<MemoryStore>,
+    codecs: Vec<zarrs::metadata::v3::MetadataV3>,
+    /// Decoding chains by chunk shape (all chunks of a regular grid share one).
+    chains: Mutex<HashMap<Vec<u64>, Arc<ChunkChain>>>,
+}
+
+impl ChunkCodecs {
+    /// Parses zarr-python's array metadata (`json.dumps(metadata.to_dict())`, v2 or v3).
+    /// `Unsupported` if zarrpipe cannot decode this array itself.
+    pub fn from_metadata_json(json: &str) -> Result<Self> {
+        let metadata: ArrayMetadata = serde_json::from_str(json)
+            .map_err(|e| Error::Unsupported(format!("array metadata zarrs cannot parse: {e}")))?;
+        let v3: ArrayMetadataV3 = match &metadata {
+            ArrayMetadata::V3(m) => m.clone(),
+            ArrayMetadata::V2(m) => zarrs::convert::array_metadata_v2_to_v3(m)
+                .map_err(|e| Error::Unsupported(format!("v2 metadata: {e}")))?,
+        };
+        let array = Array::new_with_metadata(Arc::new(MemoryStore::new()), "/", metadata)
+            .map_err(|e| Error::Unsupported(e.to_string()))?;
+        let dtype = ElementType::from_zarrs(array.data_type())?;
+        let codecs = ChunkCodecs {
+            dtype,
+            codecs: v3.codecs.clone(),
+            array,
+            chains: Mutex::new(HashMap::new()),
+        };
+        // Fail now, not on the first read, if the regular grid's chain is not ours.
+        let grid: serde_json::Value = serde_json::to_value(&v3.chunk_grid).unwrap_or_default();
+        let regular = grid.get("name").and_then(|n| n.as_str()) == Some("regular");
+        let chunk_shape: Option<Vec<u64>> = grid
+            .pointer("/configuration/chunk_shape")
+            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        match (regular, chunk_shape) {
+            (true, Some(shape)) => {
+                codecs.chain(&shape)?;
+            }
+            _ => return Err(Error::Unsupported("chunk grid is not regular".into())),
+        }
+        Ok(codecs)
+    }
+
+    /// The decoding chain for chunks of `shape`.
+    pub fn chain(&self, shape: &[u64]) -> Result<Arc<ChunkChain>> {
+        let mut chains = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = chains.get(shape) {
+            return Ok(c.clone());
+        }
+        let chain = Arc::new(
+            ChunkChain::parse(&self.codecs, shape, self.dtype)
+                .map_err(|why| Error::Unsupported(format!("codec chain: {why}")))?,
+        );
+        chains.insert(shape.to_vec(), chain.clone());
+        Ok(chain)
+    }
+
+    /// Decodes chunks into `out`: each from `encoded[i]` when given (`None` = missing), else
+    /// from `store` by key. Returns, per chunk, whether it was present.
+    pub fn read(
+        &self,
+        items: &[ChunkRead],
+        encoded: Option<&[Option<&[u8]>]>,
+        store: Option<&Store>,
+        out: &OutPtr,
+        fill: &[u8],
+    ) -> Result<Vec<bool>> {
+        let target = ChunkTarget {
+            out,
+            elem: self.dtype.size(),
+            fill,
+        };
+        let one = |(i, item): (usize, &ChunkRead)| -> Result<bool> {
+            let chain = self.chain(&item.placement.chunk_shape)?;
+            match (encoded, store) {
+                (Some(enc), _) => match enc.get(i).copied().flatten() {
+                    Some(bytes) => decode_chunk(&chain, bytes, &item.placement, &target, &item.key)
+                        .map(|()| true),
+                    None => item
+                        .placement
+                        .fill(out, fill)
+                        .map(|()| false)
+                        .map_err(|e| DecodeError::from(e).at(&item.key)),
+                },
+                (None, Some(store)) => {
+                    read_stored(store, &chain, &item.key, &item.placement, &target)
+                }
+                (None, None) => Err(Error::Internal("a read needs bytes or a store".into())),
+            }
+        };
+        if items.len() == 1 {
+            items.iter().enumerate().map(one).collect()
+        } else {
+            items.par_iter().enumerate().map(one).collect()
+        }
+    }
+
+    /// Builds each chunk a write touches: the old chunk (from `existing[i]`, or `store`; only
+    /// read when the write covers part of it) updated with the new values, then encoded.
+    /// `None` means "delete the chunk": it is all fill value and `write_empty` is false.
+    /// With a local `store`, the results are also written (atomically) or deleted there.
+    pub fn write(
+        &self,
+        items: &[ChunkWrite],
+        src: &SrcPtr,
+        existing: Option<&[Option<&[u8]>]>,
+        store: Option<&Store>,
+        write_empty: bool,
+        fill: &[u8],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let one = |(i, item): (usize, &ChunkWrite)| -> Result<Option<Vec<u8>>> {
+            let chunk = self.updated_chunk(item, i, src, existing, store, fill)?;
+            let encoded = if !write_empty && all_fill(&chunk, fill, self.dtype) {
+                None
+            } else {
+                Some(self.encode(&chunk, &item.chunk_shape, &item.key)?)
+            };
+            if let Some(root) = store.and_then(Store::local_root) {
+                let path = root.join(item.key.trim_start_matches('/'));
+                match &encoded {
+                    Some(bytes) => {
+                        write_atomically(&path, bytes).map_err(|e| Error::storage(&item.key, e))?
+                    }
+                    None => remove_if_present(&path).map_err(|e| Error::storage(&item.key, e))?,
+                }
+            }
+            Ok(encoded)
+        };
+        if items.len() == 1 {
+            items.iter().enumerate().map(one).collect()
+        } else {
+            items.par_iter().enumerate().map(one).collect()
+        }
+    }
+
+    /// The whole chunk after the write, in C order.
+    fn updated_chunk(
+        &self,
+        item: &ChunkWrite,
+        i: usize,
+        src: &SrcPtr,
+        existing: Option<&[Option<&[u8]>]>,
+        store: Option<&Store>,
+        fill: &[u8],
+    ) -> Result<Vec<u8>> {
+        let elem = self.dtype.size();
+        let nbytes = checked_nbytes(&item.chunk_shape, elem)?;
+        let mut chunk = try_with_capacity(nbytes, &item.key)?;
+        let whole = Placement::whole(&item.chunk_shape, elem);
+        let covers_all = whole.want == item.want;
+        if covers_all {
+            chunk.resize(nbytes, 0);
+        } else {
+            // SAFETY: `chunk` has capacity `nbytes`; the read below fills all of it.
+            let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+            let reads = [ChunkRead {
+                key: item.key.clone(),
+                placement: whole.clone(),
+            }];
+            match existing {
+                Some(enc) => {
+                    let one = [enc.get(i).copied().flatten()];
+                    self.read(&reads, Some(&one), None, &out, fill)?;
+                }
+                None => {
+                    self.read(&reads, None, store, &out, fill)?;
+                }
+            }
+            // SAFETY: the read wrote every byte (decoded or filled) or returned an error.
+            unsafe { chunk.set_len(nbytes) };
+        }
+        copy_in(&mut chunk, &whole.out_strides, item, src, elem)?;
+        Ok(chunk)
+    }
+
+    fn encode(&self, chunk: &[u8], shape: &[u64], key: &str) -> Result<Vec<u8>> {
+        let shape: Vec<NonZeroU64> = shape
+            .iter()
+            .map(|&d| {
+                NonZeroU64::new(d).ok_or_else(|| Error::Internal(format!("zero-sized chunk {key}")))
+            })
+            .collect::<Result<_>>()?;
+        let options = CodecOptions::default().with_concurrent_target(1);
+        let encoded = self
+            .array
+            .codecs()
+            .encode(
+                ArrayBytes::new_flen(chunk),
+                &shape,
+                self.array.data_type(),
+                self.array.fill_value(),
+                &options,
+            )
+            .map_err(|e| Error::corrupt(key, format!("encoding failed: {e}")))?;
+        Ok(encoded.into_owned())
+    }
+}
+
+/// Copies the source values into the wanted part of a C-order chunk.
+fn copy_in(
+    chunk: &mut [u8],
+    chunk_strides: &[usize],
+    item: &ChunkWrite,
+    src: &SrcPtr,
+    elem: usize,
+) -> Result<()> {
+    let ndim = item.want.len();
+    if ndim == 0 {
+        chunk[..elem].copy_from_slice(src.get(item.src_offset, elem)?);
+        return Ok(());
+    }
+    let inner = &item.want[ndim - 1];
+    let inner_len = (inner.end - inner.start) as usize;
+    let inner_src = item.src_strides[ndim - 1];
+    let mut coord: Vec<u64> = item.want[..ndim - 1].iter().map(|r| r.start).collect();
+    if item.want.iter().any(|r| r.start >= r.end) {
+        return Ok(());
+    }
+    loop {
+        let mut dst = inner.start as usize * elem;
+        let mut s = item.src_offset;
+        for (a, &c) in coord.iter().enumerate() {
+            dst += c as usize * chunk_strides[a];
+            s += (c - item.want[a].start) as usize * item.src_strides[a];
+        }
+        if inner_src == elem {
+            chunk[dst..dst + inner_len * elem].copy_from_slice(src.get(s, inner_len * elem)?);
+        } else {
+            for k in 0..inner_len {
+                chunk[dst + k * elem..dst + (k + 1) * elem]
+                    .copy_from_slice(src.get(s + k * inner_src, elem)?);
+            }
+        }
+        let mut axis = coord.len();
+        loop {
+            if axis == 0 {
+                return Ok(());
+            }
+            axis -= 1;
+            coord[axis] += 1;
+            if coord[axis] < item.want[axis].end {
+                break;
+            }
+            coord[axis] = item.want[axis].start;
+        }
+    }
+}
+
+/// Whether every element equals the fill value, as zarr-python decides it: numerically for
+/// floats (so -0.0 equals 0.0, and NaN equals NaN), bit for bit otherwise.
+fn all_fill(chunk: &[u8], fill: &[u8], dtype: ElementType) -> bool {
+    let float_eq = |a: &[u8], b: &[u8]| -> bool {
+        match a.len() {
+            2 if dtype == ElementType::Float16 => {
+                let f = |x: &[u8]| u16::from_ne_bytes([x[0], x[1]]);
+                let (x, y) = (f(a), f(b));
+                let nan = |v: u16| v & 0x7C00 == 0x7C00 && v & 0x03FF != 0;
+                (nan(x) && nan(y)) || x == y || (x | y) & 0x7FFF == 0
+            }
+            2 => {
+                let f = |x: &[u8]| u16::from_ne_bytes([x[0], x[1]]);
+                let (x, y) = (f(a), f(b));
+                let nan = |v: u16| v & 0x7F80 == 0x7F80 && v & 0x007F != 0;
+                (nan(x) && nan(y)) || x == y || (x | y) & 0x7FFF == 0
+            }
+            4 => {
+                let (x, y) = (
+                    f32::from_ne_bytes(a.try_into().unwrap_or_default()),
+                    f32::from_ne_bytes(b.try_into().unwrap_or_default()),
+                );
+                x == y || (x.is_nan() && y.is_nan())
+            }
+            8 => {
+                let (x, y) = (
+                    f64::from_ne_bytes(a.try_into().unwrap_or_default()),
+                    f64::from_ne_bytes(b.try_into().unwrap_or_default()),
+                );
+                x == y || (x.is_nan() && y.is_nan())
+            }
+            _ => a == b,
+        }
+    };
+    match dtype.kind() {
+        ElementKind::Float | ElementKind::BFloat => {
+            chunk.chunks_exact(fill.len()).all(|e| float_eq(e, fill))
+        }
+        ElementKind::Complex => {
+            let half = fill.len() / 2;
+            chunk
+                .chunks_exact(fill.len())
+                .all(|e| float_eq(&e[..half], &fill[..half]) && float_eq(&e[half..], &fill[half..]))
+        }
+        _ => chunk.chunks_exact(fill.len()).all(|e| e == fill),
+    }
+}
+
+/// Replaces `path` with `bytes` so readers see the old file or the new one, never a mix.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = sibling_tempfile(dir, path)?;
+    let result = std::io::Write::write_all(&mut tmp.1, bytes)
+        .and_then(|()| tmp.1.sync_data())
+        .and_then(|()| std::fs::rename(&tmp.0, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp.0);
+    }
+    result
+}
+
+/// A new file next to `path` with a name no other writer uses.
+fn sibling_tempfile(dir: &Path, path: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("chunk");
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.zarrpipe-{}-{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_comparison_is_numeric_for_floats() {
+        let neg_zero = (-0.0f64).to_ne_bytes();
+        let zero = 0.0f64.to_ne_bytes();
+        let nan = f64::NAN.to_ne_bytes();
+        assert!(all_fill(&neg_zero, &zero, ElementType::Float64));
+        assert!(all_fill(&[nan, nan].concat(), &nan, ElementType::Float64));
+        assert!(!all_fill(
+            &1.0f64.to_ne_bytes(),
+            &zero,
+            ElementType::Float64
+        ));
+        assert!(all_fill(&[0, 0, 0], &[0], ElementType::UInt8));
+        assert!(!all_fill(&[0, 1, 0], &[0], ElementType::UInt8));
+    }
+}

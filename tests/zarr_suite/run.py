@@ -1,0 +1,100 @@
+"""Runs zarr-python's own test suite (from the installed zarr's sdist) with zarrpipe's
+codec pipeline as the configured default, or with zarr-python's default for comparison.
+
+    python tests/zarr_suite/run.py                     # the whole suite, zarrpipe pipeline
+    python tests/zarr_suite/run.py --pipeline default  # the same suite, zarr-python's pipeline
+    python tests/zarr_suite/run.py --subset            # the fast subset that .ci/run uses
+
+The suite resets zarr's config between tests, so the pipeline is chosen with the
+ZARR_CODEC_PIPELINE__PATH environment variable, which zarr reads on every reset. The suite
+turns warnings into errors; zarrpipe's FallbackWarning (an array it hands to zarr-python's
+pipeline, e.g. for string dtypes) is expected behaviour and is ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+PIPELINES = {
+    "zarrpipe": "zarrpipe.CodecPipeline",
+    "default": "zarr.core.codec_pipeline.BatchedCodecPipeline",
+}
+
+# Representative and fast: array and indexing semantics, codecs incl. sharding, v2, stores.
+SUBSET = [
+    "tests/test_array.py",
+    "tests/test_indexing.py",
+    "tests/test_codecs",
+    "tests/test_v2.py",
+    "tests/test_api.py",
+    "tests/test_group.py",
+]
+
+PYTEST_DEPS = [
+    "pytest-asyncio",
+    "pytest-timeout",
+    "hypothesis",
+    "tomlkit",
+    "numpydoc",
+    "pytest-accept",
+]
+
+
+def sdist_tests(cache: Path) -> Path:
+    """The extracted sdist of the installed zarr (downloaded once into `cache`)."""
+    import zarr
+
+    version = zarr.__version__
+    root = cache / f"zarr-{version}"
+    if not (root / "tests").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", f"zarr=={version}", "--no-binary", ":all:",
+             "--no-deps", "--quiet", "-d", str(cache)],
+            check=True,
+        )  # fmt: skip
+        with tarfile.open(cache / f"zarr-{version}.tar.gz") as tar:
+            tar.extractall(cache, filter="data")
+    return root
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pipeline", choices=sorted(PIPELINES), default="zarrpipe")
+    parser.add_argument("--subset", action="store_true", help="run the fast representative subset")
+    parser.add_argument(
+        "--cache", type=Path, default=Path.home() / ".cache" / "zarrpipe" / "zarr-sdist"
+    )
+    parser.add_argument(
+        "--install-deps", action="store_true", help="pip install the suite's test deps first"
+    )
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = parser.parse_args()
+
+    if args.install_deps:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", *PYTEST_DEPS], check=True
+        )
+    root = sdist_tests(args.cache)
+    env = dict(os.environ, ZARR_CODEC_PIPELINE__PATH=PIPELINES[args.pipeline])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    targets = SUBSET if args.subset else ["tests"]
+    cmd = [
+        sys.executable, "-m", "pytest", *targets,
+        "-p", "zarrpipe_suite_plugin", "-p", "no:cacheprovider",
+        "-o", "addopts=", "--ignore=tests/benchmarks", "--timeout=600", "-q", "-rfE",
+        *args.pytest_args,
+    ]  # fmt: skip
+    print(f"zarr {root.name} with {PIPELINES[args.pipeline]}: {' '.join(cmd)}", flush=True)
+    return subprocess.run(cmd, cwd=root, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
