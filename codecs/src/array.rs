@@ -9,7 +9,7 @@ use zarrs::config::MetadataConvertVersion;
 use zarrs::storage::{ReadableListableStorageTraits, StorageError};
 
 use crate::buffer::checked_nbytes;
-use crate::decode::chain::ChunkChain;
+use crate::decode::chain::{ChainError, ChunkChain};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::store::{node_path, Store};
@@ -58,8 +58,18 @@ impl ArrayReader {
     /// Opens the array at `path` (relative to the store root; `""` is the root itself).
     pub fn open(store: Arc<Store>, path: &str) -> Result<Self> {
         let node = node_path(path)?;
-        let array =
-            ZarrsArray::open(store.zarrs(), &node).map_err(|e| open_error(&store, &node, e))?;
+        let array = match ZarrsArray::open(store.zarrs(), &node) {
+            Ok(array) => array,
+            Err(ArrayCreateError::InvalidFillValueMetadata { .. }) => {
+                // zarrs rejects some v2 `fill_value: null` (complex); read it as zarr-python does.
+                let json = v2_metadata_json(&store, &node).ok_or_else(|| Error::Metadata {
+                    path: node.clone(),
+                    reason: "invalid fill value".into(),
+                })?;
+                return Self::with_metadata(store, &node, &json);
+            }
+            Err(e) => return Err(open_error(&store, &node, e)),
+        };
         Self::from_zarrs(store, node, array)
     }
 
@@ -67,11 +77,10 @@ impl ArrayReader {
     /// instead of the metadata in the store: for callers that already hold the metadata.
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
         let node = node_path(path)?;
-        let metadata: ArrayMetadata =
-            serde_json::from_str(metadata_json).map_err(|e| Error::Metadata {
-                path: node.clone(),
-                reason: e.to_string(),
-            })?;
+        let metadata = parse_metadata(metadata_json).map_err(|reason| Error::Metadata {
+            path: node.clone(),
+            reason,
+        })?;
         let array = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
             .map_err(|e| open_error(&store, &node, e))?;
         Self::from_zarrs(store, node, array)
@@ -101,7 +110,10 @@ impl ArrayReader {
                         chain,
                         grid_chunk: chunk.clone(),
                     },
-                    Err(reason) => Decoder::Zarrs { reason },
+                    Err(ChainError::Unsupported(reason)) => Decoder::Zarrs { reason },
+                    Err(ChainError::Invalid(reason)) => {
+                        return Err(Error::Metadata { path: node, reason })
+                    }
                 }
             }
             _ => Decoder::Zarrs {
@@ -168,6 +180,42 @@ impl ArrayReader {
     pub fn chunk_key(&self, index: &[u64]) -> String {
         self.array.chunk_key(index).to_string()
     }
+}
+
+/// Parses array metadata JSON (v2 or v3). A v2 `fill_value: null` means the data type's
+/// default (zarr-python's reading); zarrs rejects it for complex types, so it is spelled out.
+pub fn parse_metadata(json: &str) -> Result<ArrayMetadata, String> {
+    let mut value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    if value.get("zarr_format").and_then(Value::as_u64) == Some(2)
+        && value.get("fill_value").is_some_and(Value::is_null)
+        && value
+            .get("dtype")
+            .and_then(Value::as_str)
+            .is_some_and(|d| d.contains('c'))
+    {
+        value["fill_value"] = serde_json::json!([0.0, 0.0]);
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// The .zarray (with .zattrs) of a v2 array, as one JSON document.
+fn v2_metadata_json(store: &Store, node: &str) -> Option<String> {
+    use zarrs::storage::StoreKey;
+    let prefix = node.trim_matches('/');
+    let key = |name: &str| {
+        StoreKey::new(if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}/{name}")
+        })
+        .ok()
+    };
+    let get = |name: &str| store.zarrs().get(&key(name)?).ok().flatten();
+    let mut meta: Value = serde_json::from_slice(&get(".zarray")?).ok()?;
+    if let Some(attrs) = get(".zattrs").and_then(|a| serde_json::from_slice::<Value>(&a).ok()) {
+        meta["attributes"] = attrs;
+    }
+    Some(meta.to_string())
 }
 
 fn regular_chunk_shape(grid: &Value) -> Option<Vec<u64>> {

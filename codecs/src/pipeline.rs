@@ -18,7 +18,7 @@ use zarrs::storage::store::MemoryStore;
 
 use crate::buffer::{checked_nbytes, try_with_capacity};
 use crate::decode::bytes_codecs::DecodeError;
-use crate::decode::chain::ChunkChain;
+use crate::decode::chain::{ChainError, ChunkChain};
 use crate::decode::placement::{OutPtr, Placement};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::dtype::{ElementKind, ElementType};
@@ -86,7 +86,7 @@ impl ChunkCodecs {
     /// Parses zarr-python's array metadata (`json.dumps(metadata.to_dict())`, v2 or v3).
     /// `Unsupported` if zarrpipe cannot decode this array itself.
     pub fn from_metadata_json(json: &str) -> Result<Self> {
-        let metadata: ArrayMetadata = serde_json::from_str(json)
+        let metadata = crate::array::parse_metadata(json)
             .map_err(|e| Error::Unsupported(format!("array metadata zarrs cannot parse: {e}")))?;
         let v3: ArrayMetadataV3 = match &metadata {
             ArrayMetadata::V3(m) => m.clone(),
@@ -123,10 +123,15 @@ impl ChunkCodecs {
         if let Some(c) = chains.get(shape) {
             return Ok(c.clone());
         }
-        let chain = Arc::new(
-            ChunkChain::parse(&self.codecs, shape, self.dtype)
-                .map_err(|why| Error::Unsupported(format!("codec chain: {why}")))?,
-        );
+        let chain = Arc::new(ChunkChain::parse(&self.codecs, shape, self.dtype).map_err(
+            |e| match e {
+                ChainError::Unsupported(why) => Error::Unsupported(format!("codec chain: {why}")),
+                ChainError::Invalid(reason) => Error::Metadata {
+                    path: "array".into(),
+                    reason,
+                },
+            },
+        )?);
         chains.insert(shape.to_vec(), chain.clone());
         Ok(chain)
     }
@@ -322,51 +327,75 @@ fn copy_in(
     }
 }
 
-/// Whether every element equals the fill value, as zarr-python decides it: numerically for
-/// floats (so -0.0 equals 0.0, and NaN equals NaN), bit for bit otherwise.
+/// Whether every element equals the fill value, as zarr-python decides it: bit for bit when
+/// the fill value is a float zero (so -0.0 and 0.0 differ), otherwise numerically with NaN
+/// equal to NaN for floats and complex numbers, and bit for bit for everything else.
 fn all_fill(chunk: &[u8], fill: &[u8], dtype: ElementType) -> bool {
-    let float_eq = |a: &[u8], b: &[u8]| -> bool {
-        match a.len() {
-            2 if dtype == ElementType::Float16 => {
-                let f = |x: &[u8]| u16::from_ne_bytes([x[0], x[1]]);
-                let (x, y) = (f(a), f(b));
-                let nan = |v: u16| v & 0x7C00 == 0x7C00 && v & 0x03FF != 0;
-                (nan(x) && nan(y)) || x == y || (x | y) & 0x7FFF == 0
-            }
-            2 => {
-                let f = |x: &[u8]| u16::from_ne_bytes([x[0], x[1]]);
-                let (x, y) = (f(a), f(b));
-                let nan = |v: u16| v & 0x7F80 == 0x7F80 && v & 0x007F != 0;
-                (nan(x) && nan(y)) || x == y || (x | y) & 0x7FFF == 0
-            }
-            4 => {
-                let (x, y) = (
-                    f32::from_ne_bytes(a.try_into().unwrap_or_default()),
-                    f32::from_ne_bytes(b.try_into().unwrap_or_default()),
-                );
-                x == y || (x.is_nan() && y.is_nan())
-            }
-            8 => {
-                let (x, y) = (
-                    f64::from_ne_bytes(a.try_into().unwrap_or_default()),
-                    f64::from_ne_bytes(b.try_into().unwrap_or_default()),
-                );
-                x == y || (x.is_nan() && y.is_nan())
-            }
-            _ => a == b,
-        }
-    };
+    let bitwise = || chunk.chunks_exact(fill.len()).all(|e| e == fill);
     match dtype.kind() {
         ElementKind::Float | ElementKind::BFloat => {
-            chunk.chunks_exact(fill.len()).all(|e| float_eq(e, fill))
+            let f = as_f64(fill, dtype);
+            if f == 0.0 {
+                return bitwise();
+            }
+            chunk
+                .chunks_exact(fill.len())
+                .all(|e| same_number(as_f64(e, dtype), f))
         }
         ElementKind::Complex => {
             let half = fill.len() / 2;
-            chunk
-                .chunks_exact(fill.len())
-                .all(|e| float_eq(&e[..half], &fill[..half]) && float_eq(&e[half..], &fill[half..]))
+            let part = |b: &[u8]| {
+                as_f64(
+                    b,
+                    if half == 4 {
+                        ElementType::Float32
+                    } else {
+                        ElementType::Float64
+                    },
+                )
+            };
+            let (fr, fi) = (part(&fill[..half]), part(&fill[half..]));
+            let fill_nan = fr.is_nan() || fi.is_nan();
+            chunk.chunks_exact(fill.len()).all(|e| {
+                let (r, i) = (part(&e[..half]), part(&e[half..]));
+                if r.is_nan() || i.is_nan() {
+                    fill_nan
+                } else {
+                    r == fr && i == fi
+                }
+            })
         }
-        _ => chunk.chunks_exact(fill.len()).all(|e| e == fill),
+        _ => bitwise(),
+    }
+}
+
+/// `a == b`, with NaN equal to NaN (NumPy's `array_equal(equal_nan=True)`).
+fn same_number(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+/// One float element's value (float16/bfloat16 widened exactly).
+fn as_f64(b: &[u8], dtype: ElementType) -> f64 {
+    match (b.len(), dtype) {
+        (2, ElementType::BFloat16) => f64::from(f32::from_bits(
+            u32::from(u16::from_ne_bytes([b[0], b[1]])) << 16,
+        )),
+        (2, _) => f16_to_f64(u16::from_ne_bytes([b[0], b[1]])),
+        (4, _) => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        (8, _) => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        _ => f64::NAN,
+    }
+}
+
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1F);
+    let frac = f64::from(h & 0x03FF);
+    match exp {
+        0 => sign * frac * 2f64.powi(-24),
+        31 if frac == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
     }
 }
 
@@ -416,11 +445,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_comparison_is_numeric_for_floats() {
+    fn fill_comparison_follows_zarr_python() {
         let neg_zero = (-0.0f64).to_ne_bytes();
         let zero = 0.0f64.to_ne_bytes();
         let nan = f64::NAN.to_ne_bytes();
-        assert!(all_fill(&neg_zero, &zero, ElementType::Float64));
+        // A zero fill compares bit for bit: -0.0 is data.
+        assert!(!all_fill(&neg_zero, &zero, ElementType::Float64));
+        assert!(all_fill(
+            &[zero, zero].concat(),
+            &zero,
+            ElementType::Float64
+        ));
+        // Other fills compare numerically, NaN equal to NaN (any payload).
+        let other_nan = f64::from_bits(f64::NAN.to_bits() | 1).to_ne_bytes();
+        assert!(all_fill(&other_nan, &nan, ElementType::Float64));
+        assert!(all_fill(&[0x00, 0x3C], &[0x00, 0x3C], ElementType::Float16));
+        assert!(!all_fill(
+            &[0x00, 0x80],
+            &[0x00, 0x00],
+            ElementType::Float16
+        ));
         assert!(all_fill(&[nan, nan].concat(), &nan, ElementType::Float64));
         assert!(!all_fill(
             &1.0f64.to_ne_bytes(),

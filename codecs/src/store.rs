@@ -86,6 +86,20 @@ impl Store {
         }
     }
 
+    /// An in-memory store holding `entries` (key, value): for tests and fuzzing.
+    #[must_use]
+    pub fn in_memory(entries: impl IntoIterator<Item = (String, Vec<u8>)>) -> Self {
+        use zarrs::storage::WritableStorageTraits;
+        let store = zarrs::storage::store::MemoryStore::new();
+        for (key, value) in entries {
+            if let Ok(key) = StoreKey::new(key) {
+                // Setting a key in a memory store cannot fail.
+                let _ = store.set(&key, Bytes::from(value));
+            }
+        }
+        Self::from_zarrs(Arc::new(store), "memory".into())
+    }
+
     #[must_use]
     pub fn description(&self) -> &str {
         &self.description

@@ -278,3 +278,17 @@ fn absurd_chunk_shapes_with_tiny_files() {
     let result = read_u16(&a, &[AxisSelector::Index(0), slice(0, 8)]);
     assert!(matches!(result, Err(Error::Corrupt { .. })), "{result:?}");
 }
+
+/// Found by fuzzing (decode_chunk): a shard whose inner chunk shape does not divide it was
+/// handed to zarrs, which panicked reading a short shard. It is invalid metadata.
+#[test]
+fn inner_chunks_that_do_not_divide_the_shard_are_invalid_metadata() {
+    let store = TestStore::new();
+    let sharding = format!(
+        r#"[{{"name":"sharding_indexed","configuration":{{"chunk_shape":[2,2],
+        "codecs":[{BYTES_LE}],"index_codecs":[{BYTES_LE},{CRC32C}]}}}}]"#
+    );
+    store.array_v3("a", &[1, 3], &[1, 2], "uint16", "7", &sharding);
+    store.put("a/c/0/0", &[]);
+    assert!(matches!(store.open("a"), Err(Error::Metadata { .. })));
+}

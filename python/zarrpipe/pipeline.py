@@ -71,13 +71,28 @@ def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
     return dtype
 
 
+def _custom_codec(codecs: Iterable[Any]) -> Any:
+    """The first codec whose class is not zarr-python's own (e.g. registered through
+    `zarr.config` "codecs.<name>"): its behaviour may differ, so zarr-python must run it."""
+    for codec in codecs:
+        if not type(codec).__module__.startswith("zarr."):
+            return codec
+        inner = _custom_codec([*getattr(codec, "codecs", ()), *getattr(codec, "index_codecs", ())])
+        if inner is not None:
+            return inner
+    return None
+
+
 def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
     """The Rust codecs for `metadata`, or None (with a warning) when zarrpipe cannot do it."""
+    if isinstance(metadata, ArrayV3Metadata) and _custom_codec(metadata.codecs) is not None:
+        # The user configured their own codec class: honour it, quietly.
+        return None
     if _native_dtype(metadata) is None:
         reason = f"data type {metadata.dtype} is not a native-endian fixed-size number or bool"
     else:
         try:
-            return _ChunkCodecs(json.dumps(metadata.to_dict()))
+            return _ChunkCodecs(_metadata_json(metadata))
         except UnsupportedError as e:
             reason = str(e)
         except Exception as e:  # metadata zarrs' parser rejects
@@ -99,7 +114,11 @@ def _local_root(getter: Any) -> str | None:
     return None
 
 
-@dataclass
+def _metadata_json(metadata: ArrayMetadata) -> str:
+    return json.dumps(metadata.to_dict(), sort_keys=True)
+
+
+@dataclass(eq=False)
 class CodecPipeline(_abc.CodecPipeline):
     """zarr-python's codec pipeline with zarrpipe's Rust engine doing the decoding."""
 
@@ -120,6 +139,16 @@ class CodecPipeline(_abc.CodecPipeline):
     def from_codecs(cls, codecs: Iterable[Codec]) -> Any:
         # Without metadata and a store (e.g. inside a shard) zarr-python's pipeline does it.
         return BatchedCodecPipeline.from_codecs(codecs)
+
+    def __eq__(self, other: object) -> bool:
+        # By JSON, not by metadata objects: a NaN fill value must equal itself after pickling.
+        if not isinstance(other, CodecPipeline):
+            return NotImplemented
+        return self.store == other.store and _metadata_json(self.metadata) == _metadata_json(
+            other.metadata
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
     def __getstate__(self) -> dict[str, Any]:
         return {"metadata": self.metadata, "store": self.store}

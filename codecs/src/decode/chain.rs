@@ -68,9 +68,31 @@ impl Sharding {
 }
 
 /// Why a chain is not one zarrpipe decodes itself.
-pub type Unsupported = String;
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainError {
+    /// Valid, but not a chain zarrpipe decodes (zarrs may).
+    Unsupported(String),
+    /// Breaks the spec: no decoder should try it.
+    Invalid(String),
+}
 
-fn byte_order(endian: Option<&str>, dtype: ElementType) -> Result<ByteOrder, Unsupported> {
+impl std::fmt::Display for ChainError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unsupported(why) | Self::Invalid(why) => f.write_str(why),
+        }
+    }
+}
+
+fn invalid(why: impl Into<String>) -> ChainError {
+    ChainError::Invalid(why.into())
+}
+
+fn unsupported(why: impl Into<String>) -> ChainError {
+    ChainError::Unsupported(why.into())
+}
+
+fn byte_order(endian: Option<&str>, dtype: ElementType) -> Result<ByteOrder, ChainError> {
     let swap_width = if dtype.kind() == ElementKind::Complex {
         dtype.size() / 2
     } else {
@@ -79,11 +101,13 @@ fn byte_order(endian: Option<&str>, dtype: ElementType) -> Result<ByteOrder, Uns
     let native_little = cfg!(target_endian = "little");
     match endian {
         _ if swap_width == 1 => Ok(ByteOrder::Native),
-        None => Err("the bytes codec needs an endian for multi-byte types".into()),
+        None => Err(invalid(
+            "the bytes codec needs an endian for multi-byte types",
+        )),
         Some("little") if native_little => Ok(ByteOrder::Native),
         Some("big") if !native_little => Ok(ByteOrder::Native),
         Some("little" | "big") => Ok(ByteOrder::Swap(swap_width)),
-        Some(other) => Err(format!("unknown endian {other:?}")),
+        Some(other) => Err(invalid(format!("unknown endian {other:?}"))),
     }
 }
 
@@ -94,45 +118,45 @@ fn config(meta: &MetadataV3) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn parse_order(config: &Value, ndim: usize) -> Result<Vec<usize>, Unsupported> {
+fn parse_order(config: &Value, ndim: usize) -> Result<Vec<usize>, ChainError> {
     let order: Vec<usize> = config
         .get("order")
         .and_then(Value::as_array)
-        .ok_or("transpose without an order list")?
+        .ok_or_else(|| invalid("transpose without an order list"))?
         .iter()
         .map(|v| v.as_u64().map(|x| x as usize))
         .collect::<Option<_>>()
-        .ok_or("transpose order must be integers")?;
+        .ok_or_else(|| invalid("transpose order must be integers"))?;
     let mut seen = vec![false; ndim];
     if order.len() != ndim
         || order
             .iter()
             .any(|&a| a >= ndim || std::mem::replace(&mut seen[a], true))
     {
-        return Err(format!(
+        return Err(invalid(format!(
             "transpose order {order:?} is not a permutation of {ndim} axes"
-        ));
+        )));
     }
     Ok(order)
 }
 
-fn parse_shape(config: &Value, field: &str) -> Result<Vec<u64>, Unsupported> {
+fn parse_shape(config: &Value, field: &str) -> Result<Vec<u64>, ChainError> {
     config
         .get(field)
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("sharding without {field}"))?
+        .ok_or_else(|| invalid(format!("sharding without {field}")))?
         .iter()
         .map(|v| v.as_u64().filter(|&x| x > 0))
         .collect::<Option<_>>()
-        .ok_or_else(|| format!("sharding {field} must be positive integers"))
+        .ok_or_else(|| invalid(format!("sharding {field} must be positive integers")))
 }
 
-fn parse_codecs(config: &Value, field: &str) -> Result<Vec<MetadataV3>, Unsupported> {
+fn parse_codecs(config: &Value, field: &str) -> Result<Vec<MetadataV3>, ChainError> {
     let list = config
         .get(field)
         .cloned()
-        .ok_or_else(|| format!("sharding without {field}"))?;
-    serde_json::from_value(list).map_err(|e| format!("sharding {field}: {e}"))
+        .ok_or_else(|| invalid(format!("sharding without {field}")))?;
+    serde_json::from_value(list).map_err(|e| invalid(format!("sharding {field}: {e}")))
 }
 
 impl ChunkChain {
@@ -141,7 +165,7 @@ impl ChunkChain {
         codecs: &[MetadataV3],
         chunk_shape: &[u64],
         dtype: ElementType,
-    ) -> Result<Self, Unsupported> {
+    ) -> Result<Self, ChainError> {
         let ndim = chunk_shape.len();
         let mut transpose: Option<Vec<usize>> = None;
         let mut array_to_bytes = None;
@@ -164,7 +188,7 @@ impl ChunkChain {
                 }
                 "sharding_indexed" if array_to_bytes.is_none() => {
                     if transpose.is_some() {
-                        return Err("transpose before sharding".into());
+                        return Err(unsupported("transpose before sharding"));
                     }
                     array_to_bytes = Some(ArrayToBytes::Sharding(Box::new(Sharding::parse(
                         &cfg,
@@ -178,12 +202,12 @@ impl ChunkChain {
                     "zlib" | "numcodecs.zlib" => BytesCodec::Zlib,
                     "blosc" | "numcodecs.blosc" => BytesCodec::Blosc,
                     "crc32c" => BytesCodec::Crc32c,
-                    other => return Err(format!("codec {other:?}")),
+                    other => return Err(unsupported(format!("codec {other:?}"))),
                 }),
-                other => return Err(format!("codec {other:?} in this position")),
+                other => return Err(unsupported(format!("codec {other:?} in this position"))),
             }
         }
-        let array_to_bytes = array_to_bytes.ok_or("no array-to-bytes codec")?;
+        let array_to_bytes = array_to_bytes.ok_or_else(|| invalid("no array-to-bytes codec"))?;
         Ok(Self {
             transpose: transpose.filter(|t| t.iter().enumerate().any(|(k, &a)| k != a)),
             array_to_bytes,
@@ -202,7 +226,7 @@ impl ChunkChain {
 }
 
 impl Sharding {
-    fn parse(cfg: &Value, shard_shape: &[u64], dtype: ElementType) -> Result<Self, Unsupported> {
+    fn parse(cfg: &Value, shard_shape: &[u64], dtype: ElementType) -> Result<Self, ChainError> {
         let inner_shape = parse_shape(cfg, "chunk_shape")?;
         if inner_shape.len() != shard_shape.len()
             || shard_shape
@@ -210,15 +234,15 @@ impl Sharding {
                 .zip(&inner_shape)
                 .any(|(s, i)| s % i != 0)
         {
-            return Err(format!(
+            return Err(invalid(format!(
                 "inner chunk shape {inner_shape:?} does not divide shard shape {shard_shape:?}"
-            ));
+            )));
         }
         let inner = ChunkChain::parse(&parse_codecs(cfg, "codecs")?, &inner_shape, dtype)?;
         let index_at_end = match cfg.get("index_location").and_then(Value::as_str) {
             None | Some("end") => true,
             Some("start") => false,
-            Some(other) => return Err(format!("index_location {other:?}")),
+            Some(other) => return Err(invalid(format!("index_location {other:?}"))),
         };
         // The index is a uint64 array of shape (..grid, 2): only bytes (+ crc32c) is handled.
         let index_codecs = parse_codecs(cfg, "index_codecs")?;
@@ -227,12 +251,20 @@ impl Sharding {
         let index_chain = ChunkChain::parse(&index_codecs, &index_grid, ElementType::UInt64)?;
         let index_order = match (&index_chain.array_to_bytes, index_chain.transpose.is_some()) {
             (ArrayToBytes::Bytes(order), false) => *order,
-            _ => return Err("shard index codecs other than bytes and crc32c".into()),
+            _ => {
+                return Err(unsupported(
+                    "shard index codecs other than bytes and crc32c",
+                ))
+            }
         };
         let index_crc32c = match index_chain.bytes_codecs.as_slice() {
             [] => false,
             [BytesCodec::Crc32c] => true,
-            _ => return Err("shard index codecs other than bytes and crc32c".into()),
+            _ => {
+                return Err(unsupported(
+                    "shard index codecs other than bytes and crc32c",
+                ))
+            }
         };
         Ok(Self {
             inner_shape,

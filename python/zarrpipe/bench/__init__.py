@@ -1,1 +1,1 @@
-"""zarrpipe's throughput benchmark harness: datasets, adapters, a process-per-row runner, reports."""
+"""zarrpipe's throughput benchmark: datasets, adapters, a process-per-row runner and reports."""

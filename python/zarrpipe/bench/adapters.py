@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,8 +78,10 @@ def _missing(*modules: str) -> str | None:
 
 class ZarrpipeAdapter(Adapter):
     name = "zarrpipe"
-    description = ("zarrpipe.Store(dir).read(path) -> np.from_dlpack(t.into_dlpack()); chunks: "
-                   "Array.read_chunk(i), shards: Store.read(path, slices); batch: Array.read_chunks")  # fmt: skip
+    description = (
+        "zarrpipe.Store(dir).read(path) -> np.from_dlpack(t.into_dlpack()); chunks: "
+        "Array.read_chunk(i), shards: Store.read(path, slices); batch: Array.read_chunks"
+    )
 
     @classmethod
     def version(cls) -> str:
@@ -136,7 +140,9 @@ class ZarrPythonAdapter(Adapter):
     def _config(self) -> dict:
         conf: dict = {"threading.max_workers": self.threads}
         if self.pipeline:
-            conf["codec_pipeline.path"] = self.pipeline
+            # strict: an array the pipeline cannot decode is an error (a FAILED row), not a
+            # quiet fallback to zarr-python's own pipeline measured under the wrong name.
+            conf.update({"codec_pipeline.path": self.pipeline, "codec_pipeline.strict": True})
         return conf
 
     def open(self, dataset: Dataset) -> None:
@@ -158,7 +164,10 @@ class ZarrPythonAdapter(Adapter):
 
 class ZarrZarrpipeAdapter(ZarrPythonAdapter):
     name = "zarr+zarrpipe"
-    description = 'zarr-python with codec_pipeline.path = "zarrpipe.CodecPipeline"'
+    description = (
+        'zarr-python with codec_pipeline.path = "zarrpipe.CodecPipeline" '
+        "(strict: no silent fallback to zarr's pipeline)"
+    )
     pipeline = "zarrpipe.CodecPipeline"
 
     @classmethod
@@ -168,8 +177,12 @@ class ZarrZarrpipeAdapter(ZarrPythonAdapter):
             return reason
         import zarrpipe
 
-        if not hasattr(zarrpipe, "CodecPipeline"):
+        try:
+            zarrpipe.CodecPipeline  # noqa: B018 (a lazy attribute: this imports it)
+        except AttributeError:
             return "zarrpipe.CodecPipeline does not exist (yet) in this zarrpipe build"
+        except ImportError as e:
+            return f"zarrpipe.CodecPipeline cannot be imported: {e}"
         return None
 
     @classmethod
@@ -183,8 +196,10 @@ class ZarrZarrpipeAdapter(ZarrPythonAdapter):
 
 class ZarrZarrsAdapter(ZarrPythonAdapter):
     name = "zarr+zarrs"
-    description = ('zarr-python with codec_pipeline.path = "zarrs.ZarrsCodecPipeline" '
-                   "(strict: no silent fallback to zarr's pipeline)")  # fmt: skip
+    description = (
+        'zarr-python with codec_pipeline.path = "zarrs.ZarrsCodecPipeline" '
+        "(strict: no silent fallback to zarr's pipeline)"
+    )
     pipeline = "zarrs.ZarrsCodecPipeline"
 
     @classmethod
@@ -198,14 +213,13 @@ class ZarrZarrsAdapter(ZarrPythonAdapter):
 
         return f"zarr {zarr.__version__}, zarrs {zarrs.__version__}"
 
-    def _config(self) -> dict:
-        return {**super()._config(), "codec_pipeline.strict": True}
-
 
 class TensorStoreAdapter(Adapter):
     name = "tensorstore"
-    description = ("tensorstore zarr3 driver, file kvstore, no cache pool; t[slices].read().result();"
-                   " batch: every read issued, then all futures awaited")  # fmt: skip
+    description = (
+        "tensorstore zarr3 driver, file kvstore, no cache pool; t[slices].read().result();"
+        " batch: every read issued, then all futures awaited"
+    )
 
     @classmethod
     def available(cls) -> str | None:
@@ -222,10 +236,16 @@ class TensorStoreAdapter(Adapter):
     def open(self, dataset: Dataset) -> None:
         import tensorstore as ts
 
-        context = ts.Context({"data_copy_concurrency": {"limit": self.threads},
-                              "cache_pool": {"total_bytes_limit": 0}})  # fmt: skip
-        spec = {"driver": "zarr3",
-                "kvstore": {"driver": "file", "path": f"{dataset.root}/{dataset.path}"}}  # fmt: skip
+        context = ts.Context(
+            {
+                "data_copy_concurrency": {"limit": self.threads},
+                "cache_pool": {"total_bytes_limit": 0},
+            }
+        )
+        spec = {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": f"{dataset.root}/{dataset.path}"},
+        }
         self.store = ts.open(spec, read=True, context=context).result()
 
     def read_all(self) -> np.ndarray:
@@ -241,8 +261,10 @@ class TensorStoreAdapter(Adapter):
 
 class ZarristaAdapter(Adapter):
     name = "zarrista"
-    description = ("zarrista (zarrs bindings): retrieve_array_subset(...), retrieve_chunk(i) "
-                   "(shards when sharded), retrieve_subchunk(i, shard_cache=...) for inner chunks")  # fmt: skip
+    description = (
+        "zarrista (zarrs bindings): retrieve_array_subset(...), retrieve_chunk(i) "
+        "(shards when sharded), retrieve_subchunk(i, shard_cache=...) for inner chunks"
+    )
 
     @classmethod
     def available(cls) -> str | None:
@@ -264,22 +286,36 @@ class ZarristaAdapter(Adapter):
 
     def read_piece(self, level: str, index: Index, slices: Slices) -> np.ndarray:
         if level == "inner":
-            return self.array.retrieve_subchunk(list(index), shard_cache=self.shard_cache).to_numpy()
+            return self.array.retrieve_subchunk(
+                list(index), shard_cache=self.shard_cache
+            ).to_numpy()
         return self.array.retrieve_chunk(list(index)).to_numpy()
 
 
-_BUILTIN = [ZarrpipeAdapter, ZarrZarrpipeAdapter, ZarrPythonAdapter, ZarrZarrsAdapter,
-            TensorStoreAdapter, ZarristaAdapter]  # fmt: skip
+_BUILTIN = [
+    ZarrpipeAdapter,
+    ZarrZarrpipeAdapter,
+    ZarrPythonAdapter,
+    ZarrZarrsAdapter,
+    TensorStoreAdapter,
+    ZarristaAdapter,
+]
 REGISTRY: dict[str, str] = {c.name: f"{c.__module__}:{c.__qualname__}" for c in _BUILTIN}
+"""name -> where a worker imports the adapter class from (see `spec_of`)."""
 
 
 def spec_of(cls: type[Adapter]) -> str:
+    """How a worker finds the class: "package.module:Class", or "/path/file.py:Class" for a
+    top-level module (a test file or a script), which a fresh process may not import by name."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if "." not in cls.__module__ and path:
+        return f"{os.path.abspath(path)}:{cls.__qualname__}"
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def register(name: str, adapter: type[Adapter] | str) -> None:
-    """Adds an implementation: a class importable by module name, or a "module:Class" string
-    (workers import it in a fresh process, so a class defined in `__main__` will not do)."""
+    """Adds an implementation under `name`: a class, or a "module:Class" / "file.py:Class" spec."""
     REGISTRY[name] = adapter if isinstance(adapter, str) else spec_of(adapter)
 
 
@@ -288,9 +324,20 @@ def unregister(name: str) -> None:
 
 
 def load(spec: str) -> type[Adapter]:
-    """The class of a "module:Class" spec."""
-    module, _, qualname = spec.partition(":")
-    obj = importlib.import_module(module)
+    """The class of a "module:Class" or "/path/file.py:Class" spec."""
+    module, _, qualname = spec.rpartition(":")
+    if module.endswith(".py"):
+        name = "_zarrpipe_bench_" + os.path.splitext(os.path.basename(module))[0]
+        obj = sys.modules.get(name)
+        if obj is None:
+            file_spec = importlib.util.spec_from_file_location(name, module)
+            if file_spec is None or file_spec.loader is None:
+                raise ImportError(f"cannot load adapter module {module}")
+            obj = importlib.util.module_from_spec(file_spec)
+            sys.modules[name] = obj
+            file_spec.loader.exec_module(obj)
+    else:
+        obj = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj

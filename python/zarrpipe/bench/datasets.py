@@ -21,10 +21,16 @@ SIZES = {"quick": (256, 512, 512), "full": (512, 1024, 1024)}
 VARIANTS = ("uncompressed", "zstd", "blosc", "zstd-sharded")
 NOISE_BLOCK = 16  # planes per noise RNG stream, so the data never depends on the slab size
 CONTENT = {
-    "background": 100.0, "waves": 3, "wave_amplitude": 1500.0, "wavelength": [150, 600],
-    "wave_floor": 800.0, "blobs_per_64cube": 0.125, "blob_amplitude": 3000.0,
-    "blob_sigma": [8, 40], "noise_scale": 1.0,
-}  # fmt: skip
+    "background": 100.0,
+    "waves": 3,
+    "wave_amplitude": 1500.0,
+    "wavelength": [150, 600],
+    "wave_floor": 800.0,
+    "blobs_per_64cube": 0.125,
+    "blob_amplitude": 3000.0,
+    "blob_sigma": [8, 40],
+    "noise_scale": 1.0,
+}
 
 Shape = tuple[int, ...]
 
@@ -65,7 +71,9 @@ def pieces(shape: Shape, grid: Shape) -> list[tuple[Shape, tuple[slice, ...]]]:
     counts = [math.ceil(s / g) for s, g in zip(shape, grid, strict=True)]
     out = []
     for index in itertools.product(*(range(c) for c in counts)):
-        sl = tuple(slice(i * g, min((i + 1) * g, s)) for i, g, s in zip(index, grid, shape))
+        sl = tuple(
+            slice(i * g, min((i + 1) * g, s)) for i, g, s in zip(index, grid, shape, strict=True)
+        )
         out.append((tuple(index), sl))
     return out
 
@@ -88,10 +96,16 @@ def params_for(variant: str, shape: Shape, chunks: Shape, inner: Shape, seed: in
     """Everything that determines a dataset's bytes on disk: a manifest entry matches on this."""
     sharded = variant == "zstd-sharded"
     return {
-        "generator_version": GENERATOR_VERSION, "variant": variant, "shape": list(shape),
-        "dtype": "uint16", "chunks": list(chunks), "inner": list(inner) if sharded else None,
-        "seed": seed, "content": CONTENT, **_codec_params(variant),
-    }  # fmt: skip
+        "generator_version": GENERATOR_VERSION,
+        "variant": variant,
+        "shape": list(shape),
+        "dtype": "uint16",
+        "chunks": list(chunks),
+        "inner": list(inner) if sharded else None,
+        "seed": seed,
+        "content": CONTENT,
+        **_codec_params(variant),
+    }
 
 
 def _compressors(variant: str):
@@ -116,35 +130,52 @@ class Source:
         self.shape, self.seed = tuple(shape), seed
         rng = np.random.default_rng([seed, 0xB10B])
         nz, ny, nx = self.shape
-        self.waves = [(rng.uniform(0.5, 1.0) * CONTENT["wave_amplitude"],
-                       rng.uniform(*CONTENT["wavelength"], 3), rng.uniform(0, 2 * np.pi, 3))
-                      for _ in range(int(CONTENT["waves"]))]  # fmt: skip
+        self.waves = [
+            (
+                rng.uniform(0.5, 1.0) * CONTENT["wave_amplitude"],
+                rng.uniform(*CONTENT["wavelength"], 3),
+                rng.uniform(0, 2 * np.pi, 3),
+            )
+            for _ in range(int(CONTENT["waves"]))
+        ]
         n_blobs = int(np.clip(math.prod(self.shape) / 64**3 * CONTENT["blobs_per_64cube"], 4, 400))
-        self.blobs = [(rng.uniform(0.2, 1.0) * CONTENT["blob_amplitude"],
-                       rng.uniform(0, [nz, ny, nx]), rng.uniform(*CONTENT["blob_sigma"]))
-                      for _ in range(n_blobs)]  # fmt: skip
+        self.blobs = [
+            (
+                rng.uniform(0.2, 1.0) * CONTENT["blob_amplitude"],
+                rng.uniform(0, [nz, ny, nx]),
+                rng.uniform(*CONTENT["blob_sigma"]),
+            )
+            for _ in range(n_blobs)
+        ]
 
     def _block(self, b: int) -> np.ndarray:
         """Planes [b*NOISE_BLOCK, ...) of the volume, as float32."""
         nz, ny, nx = self.shape
         z0, z1 = b * NOISE_BLOCK, min((b + 1) * NOISE_BLOCK, nz)
-        axes = [np.arange(z0, z1, dtype=np.float32), np.arange(ny, dtype=np.float32),
-                np.arange(nx, dtype=np.float32)]  # fmt: skip
+        axes = [
+            np.arange(z0, z1, dtype=np.float32),
+            np.arange(ny, dtype=np.float32),
+            np.arange(nx, dtype=np.float32),
+        ]
         field = np.zeros((z1 - z0, ny, nx), dtype=np.float32)
         for amp, wavelength, phase in self.waves:
-            s = [np.sin(2 * np.pi * a / w + p).astype(np.float32)
-                 for a, w, p in zip(axes, wavelength, phase)]  # fmt: skip
+            s = [
+                np.sin(2 * np.pi * a / w + p).astype(np.float32)
+                for a, w, p in zip(axes, wavelength, phase, strict=True)
+            ]
             field += (amp * s[0])[:, None, None] * s[1][None, :, None] * s[2][None, None, :]
         field -= CONTENT["wave_floor"]
         np.maximum(field, 0, out=field)
         for amp, center, sigma in self.blobs:
             lo = [max(int(c - 3 * sigma), 0) for c in center]
-            hi = [min(int(c + 3 * sigma) + 1, n) for c, n in zip(center, (nz, ny, nx))]
+            hi = [min(int(c + 3 * sigma) + 1, n) for c, n in zip(center, (nz, ny, nx), strict=True)]
             lo[0], hi[0] = max(lo[0], z0), min(hi[0], z1)
-            if any(h <= low for low, h in zip(lo, hi)):
+            if any(h <= low for low, h in zip(lo, hi, strict=True)):
                 continue
-            g = [np.exp(-0.5 * ((np.arange(low, h, dtype=np.float32) - c) / sigma) ** 2)
-                 for low, h, c in zip(lo, hi, center)]  # fmt: skip
+            g = [
+                np.exp(-0.5 * ((np.arange(low, h, dtype=np.float32) - c) / sigma) ** 2)
+                for low, h, c in zip(lo, hi, center, strict=True)
+            ]
             field[lo[0] - z0 : hi[0] - z0, lo[1] : hi[1], lo[2] : hi[2]] += (
                 (amp * g[0])[:, None, None] * g[1][None, :, None] * g[2][None, None, :]
             )
@@ -189,11 +220,16 @@ def load_manifest(data_dir: str | os.PathLike) -> dict:
 def _dataset(data_dir: Path, name: str, entry: dict) -> Dataset:
     p = entry["params"]
     return Dataset(
-        name=name, root=str(data_dir / STORE), path=name, shape=tuple(p["shape"]),
-        dtype=p["dtype"], chunks=tuple(p["chunks"]),
+        name=name,
+        root=str(data_dir / STORE),
+        path=name,
+        shape=tuple(p["shape"]),
+        dtype=p["dtype"],
+        chunks=tuple(p["chunks"]),
         inner=tuple(p["inner"]) if p["inner"] else None,
-        checksums=entry["checksums"], stored_bytes=entry["stored_bytes"],
-    )  # fmt: skip
+        checksums=entry["checksums"],
+        stored_bytes=entry["stored_bytes"],
+    )
 
 
 def open_dataset(data_dir: str | os.PathLike, name: str) -> Dataset:
@@ -211,14 +247,20 @@ def generate(
     log: Callable[[str], None] = lambda _msg: None,
 ) -> list[Dataset]:
     """Writes (or reuses, when the manifest and files match) the datasets; returns them."""
-    import zarr
+    try:
+        import zarr
+    except ImportError:
+        raise ValueError(
+            "the benchmark datasets are written by zarr-python: "
+            "pip install 'zarrpipe[bench]' (or zarr>=3)"
+        ) from None
 
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         raise ValueError(f"unknown dataset variants {sorted(unknown)}; known: {VARIANTS}")
-    if any(c % i for c, i in zip(chunks, inner)):
+    if any(c % i for c, i in zip(chunks, inner, strict=True)):
         raise ValueError(f"inner chunks {inner} must divide the shard shape {chunks}")
     manifest = load_manifest(data_dir)
     store_dir = data_dir / STORE
@@ -226,9 +268,12 @@ def generate(
     for v in variants:
         entry = manifest["datasets"].get(v)
         params = params_for(v, shape, chunks, inner, seed)
-        if (entry is None or entry["params"] != params
-                or not (store_dir / v / "zarr.json").exists()
-                or stored_bytes(store_dir / v) != entry["stored_bytes"]):  # fmt: skip
+        if (
+            entry is None
+            or entry["params"] != params
+            or not (store_dir / v / "zarr.json").exists()
+            or stored_bytes(store_dir / v) != entry["stored_bytes"]
+        ):
             todo.append(v)
         else:
             log(f"reusing {v} in {store_dir} (manifest parameters and file sizes match)")
@@ -237,12 +282,17 @@ def generate(
         group = zarr.open_group(str(store_dir), mode="a")
         arrays = {
             v: group.create_array(
-                v, shape=shape, dtype="uint16", fill_value=0, overwrite=True,
+                v,
+                shape=shape,
+                dtype="uint16",
+                fill_value=0,
+                overwrite=True,
                 chunks=inner if v == "zstd-sharded" else chunks,
-                shards=chunks if v == "zstd-sharded" else None, compressors=_compressors(v),
+                shards=chunks if v == "zstd-sharded" else None,
+                compressors=_compressors(v),
             )
             for v in todo
-        }  # fmt: skip
+        }
         grids = {"outer": chunks, "inner": inner}
         sums: dict[str, dict[str, str]] = {"outer": {}, "inner": {}}
         whole = checksum.new_hasher(np.dtype("uint16"), shape)
@@ -259,15 +309,20 @@ def generate(
             manifest["datasets"][v] = {
                 "params": params_for(v, shape, chunks, inner, seed),
                 "stored_bytes": stored_bytes(store_dir / v),
-                "checksums": {"algorithm": checksum.ALGORITHM, "whole": whole.hexdigest(),
-                              **{lvl: sums[lvl] for lvl in levels}},
-            }  # fmt: skip
+                "checksums": {
+                    "algorithm": checksum.ALGORITHM,
+                    "whole": whole.hexdigest(),
+                    **{lvl: sums[lvl] for lvl in levels},
+                },
+            }
         manifest["store"] = STORE
         tmp = data_dir / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=1))
         tmp.replace(data_dir / MANIFEST)
     out = [_dataset(data_dir, v, manifest["datasets"][v]) for v in variants]
     for d in out:
-        log(f"  {d.name:13s} {d.nbytes / 2**20:8.1f} MiB decoded, "
-            f"{d.stored_bytes / 2**20:8.1f} MiB stored, ratio {d.ratio:.2f}x")  # fmt: skip
+        log(
+            f"  {d.name:13s} {d.nbytes / 2**20:8.1f} MiB decoded, "
+            f"{d.stored_bytes / 2**20:8.1f} MiB stored, ratio {d.ratio:.2f}x"
+        )
     return out

@@ -26,32 +26,40 @@ def verify(dataset, level: str, out: Pieces, pieces: list) -> str | None:
 
     sums = dataset.checksums
     if level == "all":
-        (_, arr), = out  # fmt: skip
+        ((_, arr),) = out
         if arr.shape != dataset.shape or arr.dtype != np.dtype(dataset.dtype):
-            return (f"wrong result: shape {arr.shape} dtype {arr.dtype}, expected "
-                    f"{dataset.shape} {dataset.dtype}")  # fmt: skip
+            return (
+                f"wrong result: shape {arr.shape} dtype {arr.dtype}, expected "
+                f"{dataset.shape} {dataset.dtype}"
+            )
         got = checksum.digest(arr)
         if got == sums["whole"]:
             return None
-        where = next((idx for idx, sl in pieces
-                      if checksum.digest(arr[sl]) != sums["outer"][key(idx)]), None)  # fmt: skip
-        return (f"checksum mismatch: whole array {got}, expected {sums['whole']}"
-                + (f"; first differing chunk {where}" if where is not None else ""))
+        where = next(
+            (idx for idx, sl in pieces if checksum.digest(arr[sl]) != sums["outer"][key(idx)]), None
+        )
+        return f"checksum mismatch: whole array {got}, expected {sums['whole']}" + (
+            f"; first differing chunk {where}" if where is not None else ""
+        )
     if len(out) != len(pieces):
         return f"wrong result: {len(out)} pieces returned for {len(pieces)} requested"
     bad = []
-    for (idx, arr), (want_idx, sl) in zip(out, pieces):
+    for (idx, arr), (want_idx, sl) in zip(out, pieces, strict=True):
         shape = tuple(s.stop - s.start for s in sl)
         if idx != want_idx or arr.shape != shape or arr.dtype != np.dtype(dataset.dtype):
-            return (f"wrong result for chunk {want_idx}: shape {arr.shape} dtype {arr.dtype}, "
-                    f"expected {shape} {dataset.dtype}")  # fmt: skip
+            return (
+                f"wrong result for chunk {want_idx}: shape {arr.shape} dtype {arr.dtype}, "
+                f"expected {shape} {dataset.dtype}"
+            )
         got = checksum.digest(arr)
         if got != sums[level][key(idx)]:
             bad.append((idx, got, sums[level][key(idx)]))
     if bad:
         idx, got, want = bad[0]
-        return (f"checksum mismatch in {len(bad)} of {len(out)} chunks; first {idx}: "
-                f"{got}, expected {want}")  # fmt: skip
+        return (
+            f"checksum mismatch in {len(bad)} of {len(out)} chunks; first {idx}: "
+            f"{got}, expected {want}"
+        )
     return None
 
 
@@ -78,18 +86,43 @@ def _reader(adapter, workload, pieces, pool) -> Callable[[], Pieces]:
 
     def batch():
         arrays = adapter.read_batch(level, [i for i, _ in pieces], [s for _, s in pieces])
-        return [(idx, np.asarray(a)) for (idx, _), a in zip(pieces, arrays)]
+        return [(idx, np.asarray(a)) for (idx, _), a in zip(pieces, arrays, strict=False)]
 
     return batch
 
 
 def probe(params: dict) -> dict:
+    """Availability, version and batch APIs of each adapter spec: {spec: info}."""
+    out = {}
+    for spec in params["adapters"]:
+        try:
+            out[spec] = _probe_one(spec)
+        except Exception as e:
+            out[spec] = {
+                "status": "failed",
+                "available": False,
+                "reason": f"{type(e).__name__}: {e}",
+            }
+    return out
+
+
+def _probe_one(spec: str) -> dict:
     from zarrpipe.bench.adapters import load
 
-    cls = load(params["adapter"])
+    cls = load(spec)
     reason = cls.available()
-    return {"available": reason is None, "reason": reason,
-            "version": None if reason else cls.version(), "description": cls.description}  # fmt: skip
+    batch = {
+        f"{level}/{sharded}": [cls.batch_api(level, sharded), cls.no_batch_reason(level, sharded)]
+        for level in ("outer", "inner")
+        for sharded in (False, True)
+    }
+    return {
+        "available": reason is None,
+        "reason": reason,
+        "batch": batch,
+        "version": None if reason else cls.version(),
+        "description": cls.description,
+    }
 
 
 def measure(params: dict) -> dict:
@@ -109,8 +142,13 @@ def measure(params: dict) -> dict:
     adapter = cls(params["threads"])
     adapter.open(dataset)
     rss = RssProbe(params.get("rss_method"))
-    result = {"version": cls.version(), "rss_method": rss.method, "rss_method_text": rss.description,
-              "pieces": 1 if workload.level == "all" else len(todo), "runs": []}  # fmt: skip
+    result = {
+        "version": cls.version(),
+        "rss_method": rss.method,
+        "rss_method_text": rss.description,
+        "pieces": 1 if workload.level == "all" else len(todo),
+        "runs": [],
+    }
     result["baseline_rss"] = rss.rss()
     with ThreadPoolExecutor(THREADS) as pool:
         read = _reader(adapter, workload, todo, pool)
@@ -124,13 +162,21 @@ def measure(params: dict) -> dict:
             finally:
                 seconds = time.perf_counter() - t0
                 after, peak = rss.stop()
-            run = {"warmup": r < n_warm, "seconds": seconds, "rss_before": before,
-                   "rss_after": after, "rss_peak": peak}  # fmt: skip
+            run = {
+                "warmup": r < n_warm,
+                "seconds": seconds,
+                "rss_before": before,
+                "rss_after": after,
+                "rss_peak": peak,
+            }
             error = verify(dataset, workload.level, out, todo)
             del out
             if error:
-                return {**result, "status": "failed",
-                        "reason": f"{'warm-up' if r < n_warm else 'repeat'} run {r}: {error}"}  # fmt: skip
+                return {
+                    **result,
+                    "status": "failed",
+                    "reason": f"{'warm-up' if r < n_warm else 'repeat'} run {r}: {error}",
+                }
             result["runs"].append(run)
     return {**result, "status": "ok"}
 

@@ -1,4 +1,4 @@
-"""The read patterns measured, shared by the runner (which rows exist) and the worker (how to read)."""
+"""The read patterns measured: the runner enumerates rows from them, the worker runs them."""
 
 from __future__ import annotations
 
@@ -24,19 +24,43 @@ WORKLOADS = {
     w.name: w
     for w in [
         Workload("all", "all", "call", "the whole array in one read call"),
-        Workload("chunks", "outer", "call",
-                 "chunk by chunk (shard by shard when sharded), one read call each, 1 thread"),
-        Workload("chunks-2t", "outer", "threads",
-                 f"{THREADS} Python threads, each reading a contiguous half of the chunks "
-                 "(shards), one read call each"),
-        Workload("chunks-batch", "outer", "batch",
-                 "all chunks in one call of the implementation's own batch API "
-                 "(skipped where it has none)"),
-        Workload("inner", "inner", "call",
-                 "sharded only: inner chunk by inner chunk (64^3), one read call each, 1 thread"),
-        Workload("inner-2t", "inner", "threads",
-                 f"sharded only: {THREADS} Python threads, each reading half of the inner chunks"),
-        Workload("inner-batch", "inner", "batch",
-                 "sharded only: all inner chunks in one call of the batch API (where it has one)"),
+        Workload(
+            "chunks",
+            "outer",
+            "call",
+            "chunk by chunk (shard by shard when sharded), one read call each, 1 thread",
+        ),
+        Workload(
+            "chunks-2t",
+            "outer",
+            "threads",
+            f"{THREADS} Python threads, each reading a contiguous half of the chunks "
+            "(shards), one read call each",
+        ),
+        Workload(
+            "chunks-batch",
+            "outer",
+            "batch",
+            "all chunks in one call of the implementation's own batch API "
+            "(skipped where it has none)",
+        ),
+        Workload(
+            "inner",
+            "inner",
+            "call",
+            "sharded only: inner chunk by inner chunk (64^3), one read call each, 1 thread",
+        ),
+        Workload(
+            "inner-2t",
+            "inner",
+            "threads",
+            f"sharded only: {THREADS} Python threads, each reading half of the inner chunks",
+        ),
+        Workload(
+            "inner-batch",
+            "inner",
+            "batch",
+            "sharded only: all inner chunks in one call of the batch API (where it has one)",
+        ),
     ]
-}  # fmt: skip
+}
