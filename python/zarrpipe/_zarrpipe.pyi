@@ -1,8 +1,8 @@
 """Type stubs for zarrpipe's Rust extension (zarrpipe._zarrpipe)."""
 
 import os
-from collections.abc import Iterable, Sequence
 import sys
+from collections.abc import Iterable, Sequence
 from types import EllipsisType
 from typing import Any, Literal, SupportsIndex, TypeAlias, final
 
