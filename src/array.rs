@@ -208,8 +208,11 @@ impl Array {
         self.read_chunk_list(py, indices)
     }
 
-    /// The store key of the stored chunk (the shard, for a sharded array) at `index`.
+    /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
+    /// for a sharded array).
     fn chunk_key(&self, index: &Bound<'_, PyAny>) -> PyResult<String> {
-        Ok(self.reader.chunk_key(&selection::chunk_index(index)?))
+        self.reader
+            .stored_key_of_chunk(&selection::chunk_index(index)?)
+            .map_err(to_pyerr)
     }
 }

@@ -202,7 +202,8 @@ def test_chunk_key_sharded_names_the_shard(tmp_path):
     z = write_array(tmp_path, data, chunks=(3, 2), shards=(6, 4))
     arr = zarrpipe.Store(str(tmp_path)).open_array()
     for index in all_chunk_indices(data.shape, (6, 4)):
-        key = arr.chunk_key(index)
+        # chunk_key takes a `chunks`-grid index and names the shard holding that chunk.
+        key = arr.chunk_key((2 * index[0], 2 * index[1]))
         assert key.endswith(z.metadata.encode_chunk_key(index))
         assert os.path.isfile(os.path.join(tmp_path, *key.split("/")))
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use zarrs::array::{Array, ArrayCreateError, ArrayMetadata, ArrayMetadataOptions};
 use zarrs::config::MetadataConvertVersion;
+use zarrs::plugin::PluginCreateError;
 use zarrs::storage::{ReadableListableStorageTraits, StorageError};
 
 use crate::buffer::checked_nbytes;
@@ -57,6 +58,7 @@ pub struct ArrayReader {
 impl ArrayReader {
     /// Opens the array at `path` (relative to the store root; `""` is the root itself).
     pub fn open(store: Arc<Store>, path: &str) -> Result<Self> {
+        crate::harden::install();
         let node = node_path(path)?;
         let array = match ZarrsArray::open(store.zarrs(), &node) {
             Ok(array) => array,
@@ -76,6 +78,7 @@ impl ArrayReader {
     /// An array at `path` described by `metadata_json` (zarr.json or .zarray content)
     /// instead of the metadata in the store: for callers that already hold the metadata.
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
+        crate::harden::install();
         let node = node_path(path)?;
         let metadata = parse_metadata(metadata_json).map_err(|reason| Error::Metadata {
             path: node.clone(),
@@ -180,6 +183,23 @@ impl ArrayReader {
     pub fn chunk_key(&self, index: &[u64]) -> String {
         self.array.chunk_key(index).to_string()
     }
+
+    /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
+    /// for a sharded array). An index outside the grid is a selection error.
+    pub fn stored_key_of_chunk(&self, index: &[u64]) -> Result<String> {
+        let region = self.chunk_region(index)?;
+        let origin: Vec<u64> = region.ranges.iter().map(|r| r.start).collect();
+        let stored = self
+            .array
+            .chunk_grid()
+            .chunk_indices(&origin)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                Error::InvalidSelection(format!("no stored chunk holds chunk {index:?}"))
+            })?;
+        Ok(self.chunk_key(&stored))
+    }
 }
 
 /// Parses array metadata JSON (v2 or v3). A v2 `fill_value: null` means the data type's
@@ -257,15 +277,19 @@ fn open_error(store: &Store, node: &str, err: ArrayCreateError) -> Error {
                 meta(format!("{key}: {reason}"))
             }
         }
-        ArrayCreateError::StorageError(e) => {
-            Error::storage(node, std::io::Error::other(e.to_string()))
+        ArrayCreateError::StorageError(e) => crate::store::zarrs_storage_error(node, &e),
+        // zarrs cannot tell a codec configuration it does not know from an invalid one (e.g.
+        // zarr-python's numcodecs.zlib): for codecs, "unsupported" is the honest answer.
+        e @ ArrayCreateError::CodecsCreateError(_) => {
+            Error::Unsupported(format!("array {node}: {e}"))
         }
-        e @ (ArrayCreateError::DataTypeCreateError(_)
-        | ArrayCreateError::CodecsCreateError(_)
-        | ArrayCreateError::StorageTransformersCreateError(_)
-        | ArrayCreateError::ChunkGridCreateError(_)
-        | ArrayCreateError::ChunkKeyEncodingCreateError(_)
-        | ArrayCreateError::UnsupportedZarrV2Array(_)
+        ArrayCreateError::DataTypeCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::StorageTransformersCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::ChunkGridCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::ChunkKeyEncodingCreateError(PluginCreateError::Unsupported(e)) => {
+            Error::Unsupported(format!("array {node}: {e}"))
+        }
+        e @ (ArrayCreateError::UnsupportedZarrV2Array(_)
         | ArrayCreateError::AdditionalFieldUnsupportedError(_)) => {
             Error::Unsupported(format!("array {node}: {e}"))
         }

@@ -32,14 +32,8 @@ pub enum Error {
     Corrupt { key: String, reason: String },
 
     /// A crc32c checksum that does not match the data it guards.
-    #[error(
-        "chunk {key:?} failed its crc32c check: stored {stored:#010x}, computed {computed:#010x}"
-    )]
-    Checksum {
-        key: String,
-        stored: u32,
-        computed: u32,
-    },
+    #[error("chunk {key:?} failed its crc32c check{detail}")]
+    Checksum { key: String, detail: String },
 
     /// The store could not be read (permissions, I/O, a remote failure).
     #[error("cannot read {key:?}: {source}")]

@@ -209,8 +209,18 @@ fn store_key(key: &str) -> Result<StoreKey> {
         .map_err(|e| Error::InvalidArgument(format!("invalid store key {key:?}: {e}")))
 }
 
+/// A zarrs storage error, keeping the I/O error kind (so a permission problem stays a
+/// `PermissionError` in Python). A value that ends early is a truncated, corrupt value.
 pub(crate) fn zarrs_storage_error(key: &str, e: &zarrs::storage::StorageError) -> Error {
-    Error::storage(key, std::io::Error::other(e.to_string()))
+    match e {
+        zarrs::storage::StorageError::IOError(io) if io.kind() == ErrorKind::UnexpectedEof => {
+            Error::corrupt(key, "stored value is shorter than the data it must hold")
+        }
+        zarrs::storage::StorageError::IOError(io) => {
+            Error::storage(key, std::io::Error::new(io.kind(), io.to_string()))
+        }
+        other => Error::storage(key, std::io::Error::other(other.to_string())),
+    }
 }
 
 /// Opens a file; a missing one (or a missing parent directory) is `None`.

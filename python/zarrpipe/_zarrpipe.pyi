@@ -183,7 +183,8 @@ class Array:
     def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
         """Reads several chunks, decoded in parallel, one Tensor each."""
     def chunk_key(self, index: _ChunkIndex) -> str:
-        """The store key of the stored chunk (the shard, for a sharded array) at `index`."""
+        """The store key of the object holding chunk `index` of the `chunks` grid (its
+        shard, for a sharded array); IndexError outside the grid."""
 
 @final
 class Store:

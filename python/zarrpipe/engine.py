@@ -134,8 +134,16 @@ class ArrayEngine:
                 want.append((lo - c * size, hi - c * size))
                 offset += (lo - s.start) * value.strides[axis]
                 strides.append(value.strides[axis])
-            key = self._array.chunk_key(coords)
+            key = self._array.chunk_key(self._first_chunk_of(coords))
             yield key, list(chunk_shape), want, offset, strides
+
+    def _first_chunk_of(self, stored: tuple[int, ...]) -> tuple[int, ...]:
+        """The `chunks`-grid index of the first chunk in stored chunk (shard) `stored`."""
+        shards = self._array.shards
+        if shards is None:
+            return stored
+        chunks = self._array.chunks
+        return tuple(c * (s // i) for c, s, i in zip(stored, shards, chunks, strict=True))
 
     def _stored_chunk_shape(self) -> tuple[int, ...]:
         return self._array.shards or self._array.chunks

@@ -41,7 +41,6 @@ PYTEST_DEPS = [
     "hypothesis",
     "tomlkit",
     "numpydoc",
-    "pytest-accept",
 ]
 
 

@@ -30,8 +30,7 @@ impl DecodeError {
             Self::Corrupt(reason) => Error::corrupt(key, reason),
             Self::Checksum { stored, computed } => Error::Checksum {
                 key: key.to_owned(),
-                stored,
-                computed,
+                detail: format!(": stored {stored:#010x}, computed {computed:#010x}"),
             },
             Self::OutOfMemory(bytes) => Error::OutOfMemory {
                 bytes: bytes as u128,
