@@ -14,8 +14,10 @@ use crate::buffer::{checked_nbytes, try_output_buffer};
 use crate::cache::ChunkCache;
 use crate::decode::bytes_codecs::DecodeError;
 use crate::decode::chain::ChunkChain;
+use crate::decode::placement::RawTarget;
 use crate::decode::placement::{c_strides, ByteOrder, OutPtr, Placement, Scatter};
-use crate::decode::sharding::{decode_shard, InMemory};
+use crate::decode::scratch::Scratch;
+use crate::decode::sharding::{decode_shard, ByteSource, InMemory};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
 use crate::selection::Region;
@@ -68,10 +70,71 @@ pub fn read_stored(
             None => fill().map(|()| false),
         };
     }
+    if let (Some(order), Some(_)) = (chain.raw_order(), store.local_root()) {
+        return match store.open_ranged(key)? {
+            Some(src) => {
+                read_raw(src.as_ref(), chain, order, key, placement, target).map(|()| true)
+            }
+            None => fill().map(|()| false),
+        };
+    }
     match store.read(key, encoded_limit(chunk_bytes))? {
         Some(encoded) => decode_chunk(chain, &encoded, placement, target, key).map(|()| true),
         None => fill().map(|()| false),
     }
+}
+
+/// Bytes per file read when streaming an uncompressed chunk into place.
+const RAW_PIECE: usize = 1 << 20;
+
+/// An uncompressed chunk: read from the file straight into the output when it lands there
+/// whole and contiguous, else streamed through a small buffer into place. Either way no
+/// chunk-sized intermediate buffer.
+fn read_raw(
+    src: &dyn ByteSource,
+    chain: &ChunkChain,
+    order: ByteOrder,
+    key: &str,
+    placement: &Placement,
+    target: &ChunkTarget<'_>,
+) -> Result<()> {
+    let expected = placement.chunk_bytes(target.elem);
+    if src.size() != expected as u64 {
+        return Err(Error::corrupt(
+            key,
+            format!(
+                "uncompressed chunk is {} bytes, expected {expected}",
+                src.size()
+            ),
+        ));
+    }
+    let mut sink = Scatter::new(
+        target.out,
+        placement,
+        target.elem,
+        order,
+        chain.transpose.as_deref(),
+    );
+    if let Some(direct) = sink.direct_target() {
+        src.read_to(0, &direct)?;
+        sink.assume_written(expected);
+    } else {
+        let mut piece = Scratch::new();
+        piece.resize(RAW_PIECE.min(expected), 0);
+        let mut offset = 0;
+        while offset < expected {
+            let n = piece.len().min(expected - offset);
+            let into = RawTarget {
+                ptr: piece.as_mut_ptr(),
+                len: n,
+            };
+            src.read_to(offset as u64, &into)?;
+            sink.write(&piece[..n])
+                .map_err(|e| DecodeError::from(e).at(key))?;
+            offset += n;
+        }
+    }
+    sink.finish().map_err(|e| DecodeError::from(e).at(key))
 }
 
 impl ArrayReader {

@@ -13,8 +13,9 @@ use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{ReadableListableStorage, StoreKey};
 
+use crate::decode::placement::RawTarget;
 use crate::decode::scratch::Scratch;
-use crate::decode::sharding::ShardSource;
+use crate::decode::sharding::ByteSource;
 use crate::error::{Error, Result};
 
 /// Encoded bytes of one stored value.
@@ -173,7 +174,7 @@ impl Store {
     }
 
     /// Opens the value at `key` for reads by byte range; `None` if it does not exist.
-    pub fn open_ranged(&self, key: &str) -> Result<Option<Box<dyn ShardSource + '_>>> {
+    pub fn open_ranged(&self, key: &str) -> Result<Option<Box<dyn ByteSource + '_>>> {
         match &self.backend {
             Backend::Local(root) => {
                 let Some(file) = open_file(&root.join(key.trim_start_matches('/')), key)? else {
@@ -197,7 +198,7 @@ impl Store {
                         store: self,
                         key: store_key,
                         len,
-                    }) as Box<dyn ShardSource>
+                    }) as Box<dyn ByteSource>
                 }))
             }
         }
@@ -223,13 +224,27 @@ pub(crate) fn zarrs_storage_error(key: &str, e: &zarrs::storage::StorageError) -
     }
 }
 
-/// Opens a file; a missing one (or a missing parent directory) is `None`.
+/// Opens a regular file; a missing one (or a missing parent directory) is `None`, and a
+/// directory where a value should be is an error, not an empty value.
 fn open_file(path: &Path, key: &str) -> Result<Option<File>> {
-    match File::open(path) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
-        Err(e) => Err(Error::storage(key, e)),
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(Error::storage(key, e)),
+    };
+    let meta = file.metadata().map_err(|e| Error::storage(key, e))?;
+    if meta.is_dir() {
+        return Err(Error::storage(
+            key,
+            std::io::Error::new(
+                ErrorKind::IsADirectory,
+                "a directory stands where a stored value should be",
+            ),
+        ));
     }
+    Ok(Some(file))
 }
 
 struct LocalRanged {
@@ -238,7 +253,7 @@ struct LocalRanged {
     key: String,
 }
 
-impl ShardSource for LocalRanged {
+impl ByteSource for LocalRanged {
     fn size(&self) -> u64 {
         self.len
     }
@@ -251,6 +266,42 @@ impl ShardSource for LocalRanged {
             .map_err(|e| Error::storage(&self.key, e))?;
         Ok(Cow::Owned(buf))
     }
+
+    fn read_to(&self, offset: u64, target: &RawTarget) -> Result<()> {
+        // pread(2) through the raw pointer: the target may be uninitialised output memory,
+        // which must not be made into a `&mut [u8]`.
+        let mut done = 0usize;
+        while done < target.len {
+            let at = libc::off_t::try_from(offset + done as u64)
+                .map_err(|_| Error::corrupt(&self.key, "offset too large"))?;
+            // SAFETY: `target.ptr + done .. target.ptr + target.len` is writable
+            // (RawTarget's contract), and the kernel writes at most the count we pass.
+            let n = unsafe {
+                libc::pread(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                    target.ptr.add(done).cast(),
+                    target.len - done,
+                    at,
+                )
+            };
+            match n {
+                0 => {
+                    return Err(Error::corrupt(
+                        &self.key,
+                        "stored value ended early (truncated while reading?)",
+                    ));
+                }
+                n if n > 0 => done += n as usize,
+                _ => {
+                    let err = std::io::Error::last_os_error();
+                    if err.kind() != ErrorKind::Interrupted {
+                        return Err(Error::storage(&self.key, err));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 struct ZarrsRanged<'a> {
@@ -259,7 +310,7 @@ struct ZarrsRanged<'a> {
     len: u64,
 }
 
-impl ShardSource for ZarrsRanged<'_> {
+impl ByteSource for ZarrsRanged<'_> {
     fn size(&self) -> u64 {
         self.len
     }

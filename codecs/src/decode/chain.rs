@@ -215,6 +215,16 @@ impl ChunkChain {
         })
     }
 
+    /// The byte order of a chain that stores elements as they are (no compression, no
+    /// checksum): such chunks can be copied straight from the file into place.
+    #[must_use]
+    pub fn raw_order(&self) -> Option<ByteOrder> {
+        match &self.array_to_bytes {
+            ArrayToBytes::Bytes(order) if self.bytes_codecs.is_empty() => Some(*order),
+            _ => None,
+        }
+    }
+
     /// The sharding codec, when it is the whole chain (so shards can be read by byte range).
     #[must_use]
     pub fn plain_sharding(&self) -> Option<&Sharding> {

@@ -9,7 +9,8 @@ use std::cell::RefCell;
 
 /// Buffers larger than this are freed rather than kept.
 const KEEP_AT_MOST: usize = 256 << 20;
-const POOL_SIZE: usize = 4;
+/// Enough for the encoded chunk and the piece buffer a decode holds at once.
+const POOL_SIZE: usize = 2;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };

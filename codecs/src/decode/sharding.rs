@@ -11,22 +11,32 @@ use rayon::prelude::*;
 
 use super::bytes_codecs::{crc32c_strip, DecodeError};
 use super::chain::Sharding;
-use super::placement::{ByteOrder, Placement};
+use super::placement::{ByteOrder, Placement, RawTarget};
 use super::{decode_chunk, ChunkTarget};
 use crate::error::Result;
 
-/// A shard's bytes, whole in memory or read by range from a store.
-pub trait ShardSource: Sync {
-    /// The shard's length in bytes.
+/// A stored value (a shard, or a chunk) read by byte range: from memory or from a store.
+pub trait ByteSource: Sync {
+    /// The value's length in bytes.
     fn size(&self) -> u64;
     /// Bytes `offset..offset + len`; the caller keeps the range inside [`Self::size`].
     fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>>;
+    /// Copies bytes `offset..offset + target.len` straight into `target`, which may be
+    /// uninitialised memory; the caller keeps the range inside [`Self::size`].
+    fn read_to(&self, offset: u64, target: &RawTarget) -> Result<()> {
+        let bytes = self.read(offset, target.len as u64)?;
+        let n = bytes.len().min(target.len);
+        // SAFETY: `target` is valid for `target.len` bytes (RawTarget's contract) and does
+        // not overlap `bytes`, which we own or borrow from the source.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), target.ptr, n) };
+        Ok(())
+    }
 }
 
 /// A shard already in memory.
 pub struct InMemory<'a>(pub &'a [u8]);
 
-impl ShardSource for InMemory<'_> {
+impl ByteSource for InMemory<'_> {
     fn size(&self) -> u64 {
         self.0.len() as u64
     }
@@ -46,7 +56,7 @@ pub struct ShardIndex {
 
 impl ShardIndex {
     /// Reads and checks the index of a shard of `shard_len` bytes with `n` inner chunks.
-    pub fn read(spec: &Sharding, src: &dyn ShardSource, n: u64) -> Result<Self, DecodeError> {
+    pub fn read(spec: &Sharding, src: &dyn ByteSource, n: u64) -> Result<Self, DecodeError> {
         let index_len = spec.index_len(n);
         let shard_len = src.size();
         if shard_len < index_len {
@@ -104,7 +114,7 @@ impl ShardIndex {
 /// Decodes the wanted part of one shard into `target`.
 pub fn decode_shard(
     spec: &Sharding,
-    src: &dyn ShardSource,
+    src: &dyn ByteSource,
     placement: &Placement,
     target: &ChunkTarget<'_>,
     key: &str,
