@@ -74,10 +74,14 @@ impl PyChunkCodecs {
 #[pymethods]
 impl PyChunkCodecs {
     /// Raises UnsupportedError when zarrpipe cannot decode this array itself.
+    /// `subchunk_order`: C-order indices of a shard's inner chunks, in the order writes lay
+    /// them out (zarr-python's `subchunk_write_order`); None keeps C order.
     #[new]
-    fn new(metadata_json: &str) -> PyResult<Self> {
+    #[pyo3(signature = (metadata_json, subchunk_order = None))]
+    fn new(metadata_json: &str, subchunk_order: Option<Vec<u64>>) -> PyResult<Self> {
+        let codecs = ChunkCodecs::from_metadata_json(metadata_json).map_err(to_pyerr)?;
         Ok(Self {
-            inner: Arc::new(ChunkCodecs::from_metadata_json(metadata_json).map_err(to_pyerr)?),
+            inner: Arc::new(codecs.with_subchunk_order(subchunk_order.unwrap_or_default())),
             stores: Mutex::new(HashMap::new()),
         })
     }

@@ -20,6 +20,7 @@ use crate::buffer::{checked_nbytes, try_with_capacity};
 use crate::decode::bytes_codecs::DecodeError;
 use crate::decode::chain::{ChainError, ChunkChain};
 use crate::decode::placement::{OutPtr, Placement};
+use crate::decode::sharding::ShardIndex;
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
@@ -80,6 +81,9 @@ pub struct ChunkCodecs {
     codecs: Vec<zarrs::metadata::v3::MetadataV3>,
     /// Decoding chains by chunk shape (all chunks of a regular grid share one).
     chains: Mutex<HashMap<Vec<u64>, Arc<ChunkChain>>>,
+    /// The order to lay inner chunks out in when writing a shard (C-order linear indices);
+    /// empty keeps zarrs' order (C order).
+    subchunk_order: Vec<u64>,
 }
 
 impl ChunkCodecs {
@@ -102,6 +106,7 @@ impl ChunkCodecs {
             codecs: v3.codecs.clone(),
             array,
             chains: Mutex::new(HashMap::new()),
+            subchunk_order: Vec::new(),
         };
         // Fail now, not on the first read, if the regular grid's chain is not ours.
         let grid: serde_json::Value = serde_json::to_value(&v3.chunk_grid).unwrap_or_default();
@@ -116,6 +121,13 @@ impl ChunkCodecs {
             _ => return Err(Error::Unsupported("chunk grid is not regular".into())),
         }
         Ok(codecs)
+    }
+
+    /// Writes shards with their inner chunks in `order` (C-order linear indices).
+    #[must_use]
+    pub fn with_subchunk_order(mut self, order: Vec<u64>) -> Self {
+        self.subchunk_order = order;
+        self
     }
 
     /// The decoding chain for chunks of `shape`.
@@ -195,7 +207,8 @@ impl ChunkCodecs {
             let encoded = if !write_empty && all_fill(&chunk, fill, self.dtype) {
                 None
             } else {
-                Some(self.encode(&chunk, &item.chunk_shape, &item.key)?)
+                let bytes = self.encode(&chunk, &item.chunk_shape, &item.key)?;
+                Some(self.in_subchunk_order(bytes, &item.chunk_shape, &item.key)?)
             };
             if let Some(root) = store.and_then(Store::local_root) {
                 let path = root.join(item.key.trim_start_matches('/'));
@@ -253,6 +266,19 @@ impl ChunkCodecs {
         }
         copy_in(&mut chunk, &whole.out_strides, item, src, elem)?;
         Ok(chunk)
+    }
+
+    /// An encoded shard with its inner chunks in the configured order.
+    fn in_subchunk_order(&self, shard: Vec<u8>, shape: &[u64], key: &str) -> Result<Vec<u8>> {
+        if self.subchunk_order.is_empty() {
+            return Ok(shard);
+        }
+        let chain = self.chain(shape)?;
+        let Some(spec) = chain.plain_sharding() else {
+            return Ok(shard);
+        };
+        let n = spec.grid(shape).iter().product();
+        ShardIndex::relayout(spec, &shard, n, &self.subchunk_order).map_err(|e| e.at(key))
     }
 
     fn encode(&self, chunk: &[u8], shape: &[u64], key: &str) -> Result<Vec<u8>> {

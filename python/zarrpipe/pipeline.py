@@ -92,7 +92,7 @@ def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
         reason = f"data type {metadata.dtype} is not a native-endian fixed-size number or bool"
     else:
         try:
-            return _ChunkCodecs(_metadata_json(metadata))
+            return _ChunkCodecs(_metadata_json(metadata), _subchunk_order(metadata))
         except UnsupportedError as e:
             reason = str(e)
         except Exception as e:  # metadata zarrs' parser rejects
@@ -108,10 +108,28 @@ def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
 
 
 def _local_root(getter: Any) -> str | None:
+    # Exactly LocalStore: a subclass or a wrapper may change what reads and writes do.
     store = getattr(getter, "store", None)
-    if isinstance(store, LocalStore) and isinstance(getattr(getter, "path", None), str):
+    if type(store) is LocalStore and isinstance(getattr(getter, "path", None), str):
         return str(store.root)
     return None
+
+
+def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
+    """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
+    by default); the C-order indices of that order, so zarrpipe's shards match."""
+    codecs = list(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else []
+    if len(codecs) != 1 or getattr(codecs[0], "subchunk_write_order", None) in (
+        None,
+        "lexicographic",
+        "unordered",
+    ):
+        return None
+    codec = codecs[0]
+    shard = metadata.chunk_grid.chunk_shape  # type: ignore[attr-defined]
+    per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
+    coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
+    return [int(i) for i in np.ravel_multi_index(tuple(np.array(coords).T), per_shard)]
 
 
 def _metadata_json(metadata: ArrayMetadata) -> str:
@@ -295,7 +313,9 @@ class CodecPipeline(_abc.CodecPipeline):
                 self._impl.write, array, items, fill, write_empty, None, roots.pop()
             )
             return
-        partial = [not complete for *_, complete in batch]
+        # The old chunk is needed wherever the write does not cover all of it, including the
+        # cells of an edge chunk beyond the array's shape (kept for a later resize).
+        partial = [want != [(0, n) for n in shape] for (_, shape, want, _, _) in items]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(
             self._impl.write, array, items, fill, write_empty, existing

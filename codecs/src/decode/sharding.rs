@@ -104,6 +104,59 @@ impl ShardIndex {
         Ok(Self { entries })
     }
 
+    /// Lays `shard` out again with its inner chunks in `order` (C-order linear indices; any
+    /// not listed keep their relative order after those that are), rewriting the index:
+    /// zarr-python >= 3.4 writes shards in a configurable order (Morton by default).
+    pub fn relayout(
+        spec: &Sharding,
+        shard: &[u8],
+        n: u64,
+        order: &[u64],
+    ) -> Result<Vec<u8>, DecodeError> {
+        let index = Self::read(spec, &InMemory(shard), n)?;
+        let index_len = spec.index_len(n) as usize;
+        let base = if spec.index_at_end {
+            0
+        } else {
+            index_len as u64
+        };
+        let mut seen = vec![false; n as usize];
+        let sequence = order
+            .iter()
+            .map(|&i| i as usize)
+            .chain(0..n as usize)
+            .filter(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true));
+        let mut data = Vec::with_capacity(shard.len().saturating_sub(index_len));
+        let mut entries = vec![(EMPTY, EMPTY); n as usize];
+        for i in sequence {
+            if let Some((offset, nbytes)) = index.entry(i) {
+                entries[i] = (base + data.len() as u64, nbytes);
+                data.extend_from_slice(&shard[offset as usize..(offset + nbytes) as usize]);
+            }
+        }
+        let word = |v: u64| {
+            if spec.index_order == ByteOrder::Native {
+                v.to_ne_bytes()
+            } else {
+                v.swap_bytes().to_ne_bytes()
+            }
+        };
+        let mut index_bytes: Vec<u8> = entries
+            .iter()
+            .flat_map(|&(o, l)| [word(o), word(l)])
+            .flatten()
+            .collect();
+        if spec.index_crc32c {
+            let crc = crc32c::crc32c(&index_bytes);
+            index_bytes.extend_from_slice(&crc.to_le_bytes());
+        }
+        Ok(if spec.index_at_end {
+            [data, index_bytes].concat()
+        } else {
+            [index_bytes, data].concat()
+        })
+    }
+
     /// The byte range of inner chunk `i` (C-order), or `None` if it is empty.
     #[must_use]
     pub fn entry(&self, i: usize) -> Option<(u64, u64)> {
