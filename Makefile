@@ -12,7 +12,7 @@ VENV_NEW := .venv-py312
 TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]"
 BENCH_DEPS := zarrs tensorstore zarrista matplotlib
 
-.PHONY: all venv wheel install test test-rust test-python lint bench check clean
+.PHONY: all venv wheel install test test-rust test-python lint bench check clean zarr-suite
 
 all: test
 
@@ -55,7 +55,12 @@ lint: venv
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches
 
-check: lint test
+# zarr-python's own test suite, a fast representative part, with zarrpipe's pipeline as the
+# default (tests/zarr_suite/run.py runs all of it; --pipeline default for comparison).
+zarr-suite: install
+	$(VENV)/bin/python tests/zarr_suite/run.py --subset --skip-known --install-deps
+
+check: lint test zarr-suite
 	$(VENV)/bin/python -m mypy.stubtest zarrpipe._zarrpipe
 
 # The main job: install, then benchmark zarrpipe against every reader that is installed,
