@@ -196,6 +196,18 @@ impl Array {
         self.read_selection(py, selection)
     }
 
+    /// `await arr.read_async(selection)`: `read` on a worker thread (the event loop runs on).
+    #[pyo3(signature = (selection = None))]
+    fn read_async<'py>(
+        slf: &Bound<'py, Self>,
+        selection: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        py.import("asyncio")?
+            .call_method1("to_thread", (slf.getattr("read")?, selection))
+    }
+
     /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).
     fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         let list = PyList::new(py, [index])?;

@@ -7,7 +7,7 @@ use std::io::ErrorKind;
 
 use pyo3::exceptions::{
     PyException, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyPermissionError,
-    PyValueError,
+    PyTimeoutError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::{create_exception, PyErr};
@@ -59,6 +59,7 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::Storage { ref source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+            ErrorKind::TimedOut => PyTimeoutError::new_err(msg),
             _ => PyOSError::new_err(msg),
         },
         _ => ZarrpipeError::new_err(msg),

@@ -1,14 +1,15 @@
 //! `zarrpipe.Store`: a Zarr store, the arrays opened in it and its chunk cache.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zarrpipe_codecs::array::ArrayReader;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::hierarchy;
+use zarrpipe_codecs::remote::RemoteSettings;
 use zarrpipe_codecs::store::{node_path, Store as EngineStore};
 
 use crate::array::Array;
@@ -72,19 +73,100 @@ impl Store {
 
 #[pymethods]
 impl Store {
-    /// Opens a local directory store. `cache_bytes` > 0 enables a decoded-chunk cache of
-    /// that many bytes (least recently used chunks are evicted first).
+    /// Opens a store: a local directory (a path, or a `file://` URL), or an object store
+    /// URL (`s3://bucket/prefix`, `gs://`, `az://`, `http(s)://`). `options` are
+    /// object_store's settings (`aws_endpoint`, `aws_region`, `aws_skip_signature`,
+    /// `allow_http`...; credentials otherwise come from the environment). `timeout`
+    /// (seconds per request), `retries` and `concurrency` (requests in flight per read)
+    /// apply to object stores. `cache_bytes` > 0 enables a decoded-chunk cache of that size.
     #[new]
-    #[pyo3(signature = (path, *, cache_bytes = 0))]
-    fn new(py: Python<'_>, path: PathBuf, cache_bytes: usize) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, cache_bytes = 0, options = None, timeout = 30.0, retries = 3, concurrency = 32))]
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        cache_bytes: usize,
+        options: Option<HashMap<String, String>>,
+        timeout: f64,
+        retries: usize,
+        concurrency: usize,
+    ) -> PyResult<Self> {
+        let location: String = py
+            .import("os")?
+            .call_method1("fspath", (path,))?
+            .extract()?;
+        if !(timeout.is_finite() && timeout > 0.0) || concurrency == 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "timeout must be a positive number of seconds and concurrency at least 1",
+            ));
+        }
+        let settings = RemoteSettings {
+            timeout: Duration::from_secs_f64(timeout),
+            retries,
+            concurrency,
+        };
+        let options: Vec<(String, String)> = options.unwrap_or_default().into_iter().collect();
         let store = py
-            .detach(|| EngineStore::open_local(&path))
+            .detach(|| {
+                if location.contains("://") {
+                    EngineStore::open_url(&location, &options, settings)
+                } else {
+                    EngineStore::open_local(&location)
+                }
+            })
             .map_err(to_pyerr)?;
         Ok(Self {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
             arrays: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A store over the same location as an `obstore` store object (S3Store, GCSStore,
+    /// AzureStore, HTTPStore, LocalStore), with its configuration.
+    #[staticmethod]
+    #[pyo3(signature = (store, **kwargs))]
+    fn from_obstore<'py>(
+        py: Python<'py>,
+        store: &Bound<'py, PyAny>,
+        kwargs: Option<&Bound<'py, pyo3::types::PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (url, options): (String, HashMap<String, String>) = py
+            .import("zarrpipe._obstore")?
+            .call_method1("url_and_options", (store,))?
+            .extract()?;
+        let kwargs = kwargs
+            .cloned()
+            .unwrap_or_else(|| pyo3::types::PyDict::new(py));
+        kwargs.set_item("options", options)?;
+        let cls = py.get_type::<Store>();
+        cls.call((url,), Some(&kwargs))
+    }
+
+    /// Requests made so far, for object stores: gets, heads, lists and bytes received.
+    fn request_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        if let Some(r) = self.store.remote() {
+            use std::sync::atomic::Ordering::Relaxed;
+            d.set_item("gets", r.counts.gets.load(Relaxed))?;
+            d.set_item("heads", r.counts.heads.load(Relaxed))?;
+            d.set_item("lists", r.counts.lists.load(Relaxed))?;
+            d.set_item("bytes", r.counts.bytes.load(Relaxed))?;
+        }
+        Ok(d)
+    }
+
+    /// `await store.read_async(path, selection)`: `read` on a worker thread, so the event
+    /// loop keeps running while the data is fetched and decoded.
+    #[pyo3(signature = (path, selection = None))]
+    fn read_async<'py>(
+        slf: &Bound<'py, Self>,
+        path: &str,
+        selection: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        py.import("asyncio")?
+            .call_method1("to_thread", (slf.getattr("read")?, path, selection))
     }
 
     fn __repr__(&self) -> String {

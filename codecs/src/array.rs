@@ -40,7 +40,7 @@ pub struct ArrayInfo {
 pub(crate) enum Decoder {
     /// zarrpipe's streaming decoder, with the chain and the regular grid's chunk shape.
     Own {
-        chain: ChunkChain,
+        chain: Arc<ChunkChain>,
         grid_chunk: Vec<u64>,
     },
     /// zarrs' decoder, for codecs, data types or grids zarrpipe does not handle itself.
@@ -110,7 +110,7 @@ impl ArrayReader {
             Some(chunk) if chunk.len() == shape.len() => {
                 match ChunkChain::parse(&v3.codecs, chunk, dtype) {
                     Ok(chain) => Decoder::Own {
-                        chain,
+                        chain: Arc::new(chain),
                         grid_chunk: chunk.clone(),
                     },
                     Err(ChainError::Unsupported(reason)) => Decoder::Zarrs { reason },

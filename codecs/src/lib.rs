@@ -13,6 +13,8 @@ pub mod hierarchy;
 pub mod pipeline;
 pub mod pool;
 pub mod read;
+pub mod remote;
+pub mod remote_read;
 pub mod selection;
 pub mod store;
 

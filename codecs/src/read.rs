@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use rayon::prelude::*;
@@ -20,6 +21,7 @@ use crate::decode::scratch::Scratch;
 use crate::decode::sharding::{decode_shard, ByteSource, InMemory};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
+use crate::remote_read::{read_remote, Fetch};
 use crate::selection::Region;
 use crate::store::Store;
 
@@ -167,7 +169,7 @@ impl ArrayReader {
 
     fn read_own(
         &self,
-        chain: &ChunkChain,
+        chain: &Arc<ChunkChain>,
         grid_chunk: &[u64],
         region: &Region,
         out: &OutPtr,
@@ -187,6 +189,23 @@ impl ArrayReader {
             .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
             .collect();
         let count: u64 = grid.iter().map(|r| r.end - r.start).product();
+        if let Some(remote) = self.store.remote() {
+            // Over a network: fetch everything concurrently, decode as pieces arrive.
+            let fetches = (0..count)
+                .filter_map(|linear| {
+                    let index = unravel(linear, &grid);
+                    let origin: Vec<u64> =
+                        index.iter().zip(grid_chunk).map(|(i, c)| i * c).collect();
+                    Placement::new(&origin, grid_chunk, &region.ranges, &strides).map(|placement| {
+                        Fetch {
+                            key: self.chunk_key(&index),
+                            placement,
+                        }
+                    })
+                })
+                .collect();
+            return read_remote(remote, chain, fetches, &target);
+        }
         let decode = |linear: u64| -> Result<()> {
             let index = unravel(linear, &grid);
             let origin: Vec<u64> = index.iter().zip(grid_chunk).map(|(i, c)| i * c).collect();

@@ -17,6 +17,7 @@ use crate::decode::placement::RawTarget;
 use crate::decode::scratch::Scratch;
 use crate::decode::sharding::ByteSource;
 use crate::error::{Error, Result};
+use crate::remote::{Remote, RemoteSettings, RemoteStorage};
 
 /// Encoded bytes of one stored value.
 pub enum Encoded {
@@ -39,6 +40,8 @@ impl std::ops::Deref for Encoded {
 enum Backend {
     /// A directory on this machine.
     Local(PathBuf),
+    /// An object store (S3, GCS, Azure, HTTP), read concurrently by zarrpipe.
+    Remote(Arc<Remote>),
     /// Anything zarrs can read.
     Zarrs,
 }
@@ -75,6 +78,33 @@ impl Store {
             zarrs: Arc::new(zarrs),
             description: path.display().to_string(),
         })
+    }
+
+    /// An object store at `url` (`s3://`, `gs://`, `az://`, `http(s)://`); `file://` URLs
+    /// open the local directory.
+    pub fn open_url(
+        url: &str,
+        options: &[(String, String)],
+        settings: RemoteSettings,
+    ) -> Result<Self> {
+        if let Some(path) = url.strip_prefix("file://") {
+            return Self::open_local(path);
+        }
+        let remote = Arc::new(Remote::open(url, options, settings)?);
+        Ok(Self {
+            backend: Backend::Remote(remote.clone()),
+            zarrs: Arc::new(RemoteStorage(remote)),
+            description: url.to_owned(),
+        })
+    }
+
+    /// The object store behind this store, if it is one.
+    #[must_use]
+    pub fn remote(&self) -> Option<&Arc<Remote>> {
+        match &self.backend {
+            Backend::Remote(r) => Some(r),
+            _ => None,
+        }
     }
 
     /// Any store zarrs can read and list (memory, object stores...).
@@ -117,7 +147,7 @@ impl Store {
     pub fn local_root(&self) -> Option<&Path> {
         match &self.backend {
             Backend::Local(root) => Some(root),
-            Backend::Zarrs => None,
+            Backend::Remote(_) | Backend::Zarrs => None,
         }
     }
 
@@ -149,6 +179,14 @@ impl Store {
                     return Err(too_big(buf.len() as u64));
                 }
                 Ok(Some(Encoded::Pooled(buf)))
+            }
+            Backend::Remote(remote) => {
+                let r = remote.clone();
+                let k = key.to_owned();
+                match remote.block_on(async move { r.get(&k).await })? {
+                    Some(b) if b.len() as u64 > limit => Err(too_big(b.len() as u64)),
+                    other => Ok(other.map(Encoded::Shared)),
+                }
             }
             Backend::Zarrs => {
                 let store_key = store_key(key)?;
@@ -186,6 +224,18 @@ impl Store {
                     len,
                     key: key.to_owned(),
                 })))
+            }
+            Backend::Remote(remote) => {
+                let r = remote.clone();
+                let k = key.to_owned();
+                let size = remote.block_on(async move { r.size(&k).await })?;
+                Ok(size.map(|size| {
+                    Box::new(RemoteRanged {
+                        remote: remote.clone(),
+                        key: key.to_owned(),
+                        size,
+                    }) as Box<dyn ByteSource>
+                }))
             }
             Backend::Zarrs => {
                 let store_key = store_key(key)?;
@@ -301,6 +351,42 @@ impl ByteSource for LocalRanged {
             }
         }
         Ok(())
+    }
+}
+
+struct RemoteRanged {
+    remote: Arc<Remote>,
+    key: String,
+    size: u64,
+}
+
+impl ByteSource for RemoteRanged {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let r = self.remote.clone();
+        let k = self.key.clone();
+        let parts = self
+            .remote
+            .block_on(async move {
+                r.get_ranges(&k, std::slice::from_ref(&(offset..offset + len)))
+                    .await
+            })?
+            .ok_or_else(|| {
+                Error::storage(
+                    &self.key,
+                    std::io::Error::new(ErrorKind::NotFound, "value vanished while reading"),
+                )
+            })?;
+        Ok(Cow::Owned(
+            parts
+                .into_iter()
+                .next()
+                .map(|b| b.to_vec())
+                .unwrap_or_default(),
+        ))
     }
 }
 

@@ -25,6 +25,7 @@ __all__ = [
     "UnsupportedError",
     "ZarrpipeError",
     "_BytesView",
+    "_ChunkCodecs",
     "__version__",
     "get_num_threads",
     "set_num_threads",
@@ -178,6 +179,8 @@ class Array:
         """Integers (dropping their axis), step-1 slices and `...`; out of range → IndexError."""
     def read(self, selection: _Selection | None = None) -> Tensor:
         """Reads a selection (default: everything) into a fresh Tensor."""
+    async def read_async(self, selection: _Selection | None = None) -> Tensor:
+        """`read` on a worker thread: awaiting it never blocks the event loop."""
     def read_chunk(self, index: _ChunkIndex) -> Tensor:
         """Reads one chunk of the `chunks` grid, trimmed at the array's edge."""
     def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
@@ -188,10 +191,34 @@ class Array:
 
 @final
 class Store:
-    """A local Zarr directory store (v2 or v3)."""
+    """A Zarr store (v2 or v3): a local directory or an object store."""
 
-    def __new__(cls, path: str | os.PathLike[str], *, cache_bytes: int = 0) -> Store:
-        """Opens `path`; `cache_bytes > 0` enables an LRU decoded-chunk cache of that size."""
+    def __new__(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cache_bytes: int = 0,
+        options: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        concurrency: int = 32,
+    ) -> Store:
+        """Opens a local directory (a path or a `file://` URL) or an object store URL
+        (`s3://bucket/prefix`, `gs://`, `az://`, `http(s)://`).
+
+        `options` are object_store's settings (`aws_endpoint`, `aws_region`,
+        `aws_skip_signature`, `allow_http`, ...); credentials otherwise come from the
+        environment. `timeout` (seconds per request), `retries` (of transient failures) and
+        `concurrency` (requests in flight per read) apply to object stores.
+        `cache_bytes > 0` enables an LRU decoded-chunk cache of that size.
+        """
+    @staticmethod
+    def from_obstore(store: Any, **kwargs: Any) -> Store:
+        """A store over the location an `obstore` store object points at, with its config."""
+    def request_counts(self) -> dict[str, int]:
+        """For object stores: requests made so far (gets, heads, lists) and bytes received."""
+    async def read_async(self, path: str, selection: _Selection | None = None) -> Tensor:
+        """`read` on a worker thread: awaiting it never blocks the event loop."""
     def open_array(self, path: str = "", *, metadata: str | dict[str, Any] | None = None) -> Array:
         """Opens the array at `path` (`""` is an array at the store root).
 
@@ -208,6 +235,34 @@ class Store:
         """Chunk cache counters: hits, misses, entries, bytes, capacity."""
     def clear_cache(self) -> None:
         """Empties the chunk cache."""
+
+_Item: TypeAlias = tuple[str, list[int], list[tuple[int, int]], int, list[int]]
+
+@final
+class _ChunkCodecs:
+    """The Rust half of `zarrpipe.CodecPipeline` (internal)."""
+
+    def __new__(cls, metadata_json: str, subchunk_order: list[int] | None = None) -> _ChunkCodecs:
+        """Raises UnsupportedError when zarrpipe cannot decode the array itself."""
+    def read(
+        self,
+        out: npt.NDArray[Any],
+        items: list[_Item],
+        fill: bytes,
+        encoded: list[bytes | None] | None = None,
+        local_root: str | None = None,
+    ) -> list[bool]:
+        """Decodes chunks into `out`; returns per chunk whether it was present."""
+    def write(
+        self,
+        value: npt.NDArray[Any],
+        items: list[_Item],
+        fill: bytes,
+        write_empty: bool,
+        existing: list[bytes | None] | None = None,
+        local_root: str | None = None,
+    ) -> list[bytes | None]:
+        """Encodes the chunks a write touches; None marks a chunk to delete."""
 
 def set_num_threads(n: int) -> None:
     """Sets how many threads decode (default: the CPU count or ZARRPIPE_NUM_THREADS)."""

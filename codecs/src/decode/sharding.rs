@@ -55,7 +55,7 @@ pub struct ShardIndex {
 }
 
 impl ShardIndex {
-    /// Reads and checks the index of a shard of `shard_len` bytes with `n` inner chunks.
+    /// Reads and checks the index of a shard with `n` inner chunks.
     pub fn read(spec: &Sharding, src: &dyn ByteSource, n: u64) -> Result<Self, DecodeError> {
         let index_len = spec.index_len(n);
         let shard_len = src.size();
@@ -72,10 +72,26 @@ impl ShardIndex {
         let raw = src
             .read(at, index_len)
             .map_err(|e| DecodeError::Corrupt(format!("reading the shard index: {e}")))?;
+        Self::from_index_bytes(spec, &raw, shard_len, n)
+    }
+
+    /// Checks and parses the encoded index of a shard of `shard_len` bytes.
+    pub fn from_index_bytes(
+        spec: &Sharding,
+        raw: &[u8],
+        shard_len: u64,
+        n: u64,
+    ) -> Result<Self, DecodeError> {
+        let index_len = spec.index_len(n);
+        if (raw.len() as u64) != index_len || shard_len < index_len {
+            return Err(DecodeError::Corrupt(format!(
+                "shard is {shard_len} bytes, shorter than its {index_len}-byte index"
+            )));
+        }
         let payload = if spec.index_crc32c {
-            crc32c_strip(&raw)?
+            crc32c_strip(raw)?
         } else {
-            &raw[..]
+            raw
         };
         let word = |b: &[u8]| {
             let v = u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
@@ -164,19 +180,14 @@ impl ShardIndex {
     }
 }
 
-/// Decodes the wanted part of one shard into `target`.
-pub fn decode_shard(
-    spec: &Sharding,
-    src: &dyn ByteSource,
-    placement: &Placement,
-    target: &ChunkTarget<'_>,
-    key: &str,
-) -> Result<()> {
-    let grid = spec.grid(&placement.chunk_shape);
-    let n: u64 = grid.iter().product();
-    let index = ShardIndex::read(spec, src, n).map_err(|e| e.at(key))?;
+/// One inner chunk a read needs: its coordinates in the shard, where it goes, and its
+/// byte range in the shard (`None`: empty, read the fill value).
+pub type InnerWork = (Vec<u64>, Placement, Option<(u64, u64)>);
 
-    // The inner chunks the wanted region touches, with their placements in the output.
+/// The inner chunks of a shard that `placement` touches.
+#[must_use]
+pub fn inner_work(spec: &Sharding, index: &ShardIndex, placement: &Placement) -> Vec<InnerWork> {
+    let grid = spec.grid(&placement.chunk_shape);
     let ranges: Vec<_> = placement
         .want
         .iter()
@@ -204,8 +215,24 @@ pub fn decode_shard(
             work.push((coord.to_vec(), inner, index.entry(linear as usize)));
         }
     });
+    work
+}
 
-    let decode_one = |(coord, inner, entry): &(Vec<u64>, Placement, Option<(u64, u64)>)| {
+/// Decodes the wanted part of one shard into `target`.
+pub fn decode_shard(
+    spec: &Sharding,
+    src: &dyn ByteSource,
+    placement: &Placement,
+    target: &ChunkTarget<'_>,
+    key: &str,
+) -> Result<()> {
+    let grid = spec.grid(&placement.chunk_shape);
+    let n: u64 = grid.iter().product();
+    let index = ShardIndex::read(spec, src, n).map_err(|e| e.at(key))?;
+
+    let work = inner_work(spec, &index, placement);
+
+    let decode_one = |(coord, inner, entry): &InnerWork| {
         let inner_key = || format!("{key} (inner chunk {coord:?})");
         match entry {
             None => inner

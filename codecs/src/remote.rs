@@ -1,0 +1,450 @@
+//! Object stores (S3, GCS, Azure Blob, plain HTTP) through the `object_store` crate.
+//!
+//! One tokio runtime per process (rebuilt in a forked child) does the network I/O. Reads of
+//! many chunks fetch them concurrently (bounded by `concurrency`) and hand each one to the
+//! rayon pool as it arrives, so latency and decoding overlap; shards fetch their index, then
+//! only the inner chunks a read needs (adjacent ranges coalesced by object_store). zarrs sees
+//! the store through a blocking adapter (metadata, and its decoder for codecs zarrpipe lacks).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::{
+    ListableStorageTraits, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey,
+    StoreKeys, StoreKeysPrefixes, StorePrefix, StorePrefixes,
+};
+
+use crate::error::{Error, Result};
+
+/// How a remote store behaves on a slow or failing network.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteSettings {
+    /// Per request, including reading the body.
+    pub timeout: Duration,
+    /// Retries of a request that failed transiently (5xx, connection reset, timeout).
+    pub retries: usize,
+    /// Requests in flight at once for one read.
+    pub concurrency: usize,
+}
+
+impl Default for RemoteSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            retries: 3,
+            concurrency: 32,
+        }
+    }
+}
+
+/// Requests a remote store has made: for benchmarks, and to check reads stay minimal.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub gets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub heads: AtomicU64,
+    pub lists: AtomicU64,
+}
+
+pub struct Remote {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    pub settings: RemoteSettings,
+    pub counts: RequestCounts,
+    url: String,
+}
+
+struct Runtime {
+    runtime: Arc<tokio::runtime::Runtime>,
+    pid: u32,
+}
+
+static RUNTIME: RwLock<Option<Runtime>> = RwLock::new(None);
+
+/// The process's I/O runtime, built on first use and again in a forked child (whose copy of
+/// the parent's runtime has no threads behind it).
+pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+    let pid = std::process::id();
+    if let Some(r) = RUNTIME
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+    {
+        if r.pid == pid {
+            return Ok(r.runtime.clone());
+        }
+    }
+    let mut slot = RUNTIME.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(r) = slot.as_ref() {
+        if r.pid == pid {
+            return Ok(r.runtime.clone());
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("zarrpipe-io")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start the I/O runtime: {e}")))?;
+    if let Some(old) = slot.replace(Runtime {
+        runtime: Arc::new(runtime),
+        pid,
+    }) {
+        // Inherited across fork: never touch (or drop) the parent's runtime here.
+        std::mem::forget(old);
+    }
+    Ok(slot.as_ref().map(|r| r.runtime.clone()).expect("just set"))
+}
+
+fn storage_error(key: &str, e: object_store::Error) -> Error {
+    use std::io::ErrorKind;
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => ErrorKind::PermissionDenied,
+        _ if timed_out(&e) => ErrorKind::TimedOut,
+        _ => ErrorKind::Other,
+    };
+    let message = if kind == ErrorKind::TimedOut {
+        format!("request timed out: {e}")
+    } else {
+        e.to_string()
+    };
+    Error::storage(key, std::io::Error::new(kind, message))
+}
+
+/// Whether a request failed because it ran past its timeout (somewhere in the error chain).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(http) = err.downcast_ref::<object_store::client::HttpError>() {
+            if http.kind() == object_store::client::HttpErrorKind::Timeout {
+                return true;
+            }
+        }
+        current = err.source();
+    }
+    false
+}
+
+impl Remote {
+    /// Opens `url` (`s3://bucket/prefix`, `gs://`, `az://`, `https://host/path`...).
+    /// Credentials and settings come from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`,
+    /// as object_store reads them) overridden by `options` (object_store's keys:
+    /// `aws_endpoint`, `aws_region`, `aws_skip_signature`, `allow_http`, ...).
+    pub fn open(url: &str, options: &[(String, String)], settings: RemoteSettings) -> Result<Self> {
+        use object_store::{aws, azure, gcp, http};
+        let parsed = url::Url::parse(url)
+            .map_err(|e| Error::InvalidArgument(format!("invalid store URL {url:?}: {e}")))?;
+        let (scheme, path) = object_store::ObjectStoreScheme::parse(&parsed)
+            .map_err(|e| Error::InvalidArgument(format!("unsupported store URL {url:?}: {e}")))?;
+        let prefix = ObjectPath::parse(path)
+            .map_err(|e| Error::InvalidArgument(format!("invalid path in {url:?}: {e}")))?;
+        let retry = RetryConfig {
+            max_retries: settings.retries,
+            retry_timeout: settings.timeout * (settings.retries as u32 + 1),
+            ..RetryConfig::default()
+        };
+        let client = ClientOptions::new().with_timeout(settings.timeout);
+        let bad = |e: object_store::Error| {
+            Error::InvalidArgument(format!("cannot open store {url:?}: {e}"))
+        };
+        macro_rules! build {
+            ($builder:expr, $key:ty) => {{
+                let mut b = $builder
+                    .with_url(url)
+                    .with_retry(retry)
+                    .with_client_options(client);
+                for (k, v) in options {
+                    let key: $key = k.parse().map_err(|e: object_store::Error| bad(e))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(bad)?) as Arc<dyn ObjectStore>
+            }};
+        }
+        let store = match scheme {
+            object_store::ObjectStoreScheme::AmazonS3 => {
+                build!(aws::AmazonS3Builder::from_env(), aws::AmazonS3ConfigKey)
+            }
+            object_store::ObjectStoreScheme::GoogleCloudStorage => {
+                build!(
+                    gcp::GoogleCloudStorageBuilder::from_env(),
+                    gcp::GoogleConfigKey
+                )
+            }
+            object_store::ObjectStoreScheme::MicrosoftAzure => {
+                build!(
+                    azure::MicrosoftAzureBuilder::from_env(),
+                    azure::AzureConfigKey
+                )
+            }
+            object_store::ObjectStoreScheme::Http => {
+                let base = &parsed[..url::Position::BeforePath];
+                let mut b = http::HttpBuilder::new()
+                    .with_url(base)
+                    .with_retry(retry)
+                    .with_client_options(client);
+                for (k, v) in options {
+                    let key: object_store::ClientConfigKey =
+                        k.parse().map_err(|e: object_store::Error| bad(e))?;
+                    b = b.with_config(key, v.clone());
+                }
+                Arc::new(b.build().map_err(bad)?) as Arc<dyn ObjectStore>
+            }
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "{other:?} URLs are not remote stores; pass a local path instead"
+                )))
+            }
+        };
+        Ok(Self {
+            store,
+            prefix,
+            settings,
+            counts: RequestCounts::default(),
+            url: url.to_owned(),
+        })
+    }
+
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn path(&self, key: &str) -> ObjectPath {
+        let key = key.trim_start_matches('/');
+        if self.prefix.as_ref().is_empty() {
+            ObjectPath::from(key)
+        } else {
+            ObjectPath::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// The value at `key`, or `None` if it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let got = match self.store.get(&self.path(key)).await {
+            Ok(r) => r.bytes().await,
+            Err(e) => Err(e),
+        };
+        match got {
+            Ok(b) => {
+                self.counts
+                    .bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+                Ok(Some(b))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(key, e)),
+        }
+    }
+
+    /// Byte ranges of the value at `key` (adjacent ranges fetched in one request), or
+    /// `None` if it does not exist. Each result has exactly its range's length.
+    pub async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Option<Vec<Bytes>>> {
+        self.counts
+            .gets
+            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        match self.store.get_ranges(&self.path(key), ranges).await {
+            Ok(parts) => {
+                for (part, range) in parts.iter().zip(ranges) {
+                    if part.len() as u64 != range.end - range.start {
+                        return Err(Error::corrupt(key, "the store returned a short range"));
+                    }
+                    self.counts
+                        .bytes
+                        .fetch_add(part.len() as u64, Ordering::Relaxed);
+                }
+                Ok(Some(parts))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(key, e)),
+        }
+    }
+
+    /// A shard's index (`len` bytes at its end or start) and the shard's length, in one
+    /// request; `None` if the shard does not exist.
+    pub async fn get_index(
+        &self,
+        key: &str,
+        at_end: bool,
+        len: u64,
+    ) -> Result<Option<(Bytes, u64)>> {
+        use object_store::{GetOptions, GetRange};
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let range = if at_end {
+            GetRange::Suffix(len)
+        } else {
+            GetRange::Bounded(0..len)
+        };
+        let options = GetOptions {
+            range: Some(range),
+            ..GetOptions::default()
+        };
+        let result = match self.store.get_opts(&self.path(key), options).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            // A shard shorter than its index: the range cannot be satisfied.
+            Err(object_store::Error::NotModified { .. }) => return Ok(None),
+            Err(e) => return Err(storage_error(key, e)),
+        };
+        let size = result.meta.size;
+        let bytes = result.bytes().await.map_err(|e| storage_error(key, e))?;
+        self.counts
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(Some((bytes, size)))
+    }
+
+    /// The size of the value at `key`, or `None` if it does not exist.
+    pub async fn size(&self, key: &str) -> Result<Option<u64>> {
+        self.counts.heads.fetch_add(1, Ordering::Relaxed);
+        match self.store.head(&self.path(key)).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(storage_error(key, e)),
+        }
+    }
+
+    async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
+        use futures::TryStreamExt;
+        self.counts.lists.fetch_add(1, Ordering::Relaxed);
+        let base = self.path(prefix);
+        let listed: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .map_err(|e| storage_error(prefix, e))?;
+        let strip = if self.prefix.as_ref().is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        Ok(listed
+            .into_iter()
+            .filter_map(|m| m.location.as_ref().strip_prefix(&strip).map(str::to_owned))
+            .collect())
+    }
+
+    /// Runs `f` on the I/O runtime from synchronous code (never from inside the runtime).
+    pub fn block_on<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl std::future::Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        let rt = runtime()?;
+        rt.block_on(f)
+    }
+}
+
+/// zarrs' view of a remote store: every call blocks on the I/O runtime.
+pub struct RemoteStorage(pub Arc<Remote>);
+
+fn to_storage_error(e: Error) -> StorageError {
+    StorageError::Other(e.to_string())
+}
+
+impl ReadableStorageTraits for RemoteStorage {
+    fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> Result<MaybeBytesIterator<'a>, StorageError> {
+        let remote = self.0.clone();
+        let key = key.as_str().to_owned();
+        let ranges: Vec<ByteRange> = byte_ranges.collect();
+        let result = remote.clone().block_on(async move {
+            let Some(size) = remote.size(&key).await? else {
+                return Ok(None);
+            };
+            let mut concrete = Vec::with_capacity(ranges.len());
+            for r in &ranges {
+                let (start, end) = match *r {
+                    ByteRange::FromStart(offset, len) => {
+                        (offset, len.map_or(size, |l| offset.saturating_add(l)))
+                    }
+                    ByteRange::Suffix(len) => (size.saturating_sub(len), size),
+                };
+                if start > end || end > size {
+                    return Err(Error::corrupt(
+                        &key,
+                        format!("byte range {start}..{end} is outside the {size}-byte value"),
+                    ));
+                }
+                concrete.push(start..end);
+            }
+            remote.get_ranges(&key, &concrete).await
+        });
+        match result {
+            Ok(None) => Ok(None),
+            Ok(Some(parts)) => Ok(Some(Box::new(parts.into_iter().map(Ok)))),
+            Err(e) => Err(to_storage_error(e)),
+        }
+    }
+
+    fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        let remote = self.0.clone();
+        let key = key.as_str().to_owned();
+        remote
+            .clone()
+            .block_on(async move { remote.size(&key).await })
+            .map_err(to_storage_error)
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
+
+impl ListableStorageTraits for RemoteStorage {
+    fn list(&self) -> Result<StoreKeys, StorageError> {
+        self.list_prefix(&StorePrefix::root())
+    }
+
+    fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
+        let remote = self.0.clone();
+        let p = prefix.as_str().to_owned();
+        let keys = remote
+            .clone()
+            .block_on(async move { remote.list_keys(&p).await })
+            .map_err(to_storage_error)?;
+        let mut out: StoreKeys = keys
+            .into_iter()
+            .filter_map(|k| StoreKey::new(k).ok())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
+        let keys = self.list_prefix(prefix)?;
+        let mut direct = Vec::new();
+        let mut prefixes: StorePrefixes = Vec::new();
+        for key in keys {
+            let rest = &key.as_str()[prefix.as_str().len()..];
+            match rest.split_once('/') {
+                None => direct.push(key),
+                Some((dir, _)) => {
+                    if let Ok(p) = StorePrefix::new(format!("{}{dir}/", prefix.as_str())) {
+                        if !prefixes.contains(&p) {
+                            prefixes.push(p);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(StoreKeysPrefixes::new(direct, prefixes))
+    }
+
+    fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
+        let keys = self.list_prefix(prefix)?;
+        keys.iter()
+            .try_fold(0u64, |acc, k| Ok(acc + self.size_key(k)?.unwrap_or(0)))
+    }
+}

@@ -1,0 +1,195 @@
+//! Reading a region from an object store: every stored chunk (or shard) the region touches
+//! is fetched concurrently on the I/O runtime, and each piece is decoded on the rayon pool
+//! as soon as it arrives. Shards cost one request for the index, then one per run of
+//! adjacent inner chunks the region needs.
+
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::decode::bytes_codecs::DecodeError;
+use crate::decode::chain::{ChunkChain, Sharding};
+use crate::decode::placement::Placement;
+use crate::decode::sharding::{inner_work, ShardIndex};
+use crate::decode::{decode_chunk, ChunkTarget};
+use crate::error::{Error, Result};
+use crate::remote::{runtime, Remote};
+
+/// One stored chunk (or shard) a read touches.
+pub struct Fetch {
+    pub key: String,
+    pub placement: Placement,
+}
+
+/// A piece ready to decode: its bytes (`None`: missing, read the fill value), the chain
+/// that decodes them, and where they go.
+struct Piece {
+    key: String,
+    chain: Arc<ChunkChain>,
+    placement: Placement,
+    bytes: Option<Bytes>,
+}
+
+/// The most bytes any encoding of `decoded` bytes can take.
+fn encoded_limit(decoded: usize) -> usize {
+    decoded + decoded / 8 + (1 << 20)
+}
+
+/// Fetches and decodes `fetches` (chunks of `chain`) into `target`.
+pub fn read_remote(
+    remote: &Arc<Remote>,
+    chain: &Arc<ChunkChain>,
+    fetches: Vec<Fetch>,
+    target: &ChunkTarget<'_>,
+) -> Result<()> {
+    let (tx, rx) = channel::<Result<Piece>>();
+    let concurrency = remote.settings.concurrency.max(1);
+    let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
+    let fetching = runtime()?.spawn(async move {
+        let mut pieces = futures::stream::iter(fetches)
+            .map(|f| fetch_one(remote2.clone(), chain2.clone(), f, elem))
+            .buffer_unordered(concurrency);
+        while let Some(result) = pieces.next().await {
+            match result {
+                // A send fails once the reader has stopped: stop fetching too.
+                Ok(list) => {
+                    if list.into_iter().any(|p| tx.send(Ok(p)).is_err()) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    break;
+                }
+            }
+        }
+    });
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    let record = |e: Error| {
+        first_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(e);
+    };
+    let record = &record;
+    rayon::scope(move |s| loop {
+        match rx.recv_timeout(Duration::from_millis(1)) {
+            Ok(Ok(piece)) => {
+                s.spawn(move |_| {
+                    if let Err(e) = decode_piece(&piece, target) {
+                        record(e);
+                    }
+                });
+            }
+            Ok(Err(e)) => {
+                record(e);
+                break;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                // Help decode while the network is busy.
+                let _ = rayon::yield_now();
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    });
+    fetching.abort();
+    match first_error
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>) -> Result<()> {
+    match &piece.bytes {
+        Some(bytes) => decode_chunk(&piece.chain, bytes, &piece.placement, target, &piece.key),
+        None => piece
+            .placement
+            .fill(target.out, target.fill)
+            .map_err(|e| DecodeError::from(e).at(&piece.key)),
+    }
+}
+
+async fn fetch_one(
+    remote: Arc<Remote>,
+    chain: Arc<ChunkChain>,
+    f: Fetch,
+    elem: usize,
+) -> Result<Vec<Piece>> {
+    let Some(spec) = chain.plain_sharding() else {
+        let bytes = remote.get(&f.key).await?;
+        if let Some(b) = &bytes {
+            if b.len() > encoded_limit(f.placement.chunk_bytes(elem)) {
+                return Err(Error::corrupt(
+                    &f.key,
+                    format!(
+                        "stored value is {} bytes, more than any encoding of the chunk",
+                        b.len()
+                    ),
+                ));
+            }
+        }
+        return Ok(vec![Piece {
+            key: f.key,
+            chain,
+            placement: f.placement,
+            bytes,
+        }]);
+    };
+    fetch_shard(&remote, spec, &chain, f).await
+}
+
+/// A shard: its index, then the inner chunks the placement needs, adjacent ones together.
+async fn fetch_shard(
+    remote: &Remote,
+    spec: &Sharding,
+    chain: &Arc<ChunkChain>,
+    f: Fetch,
+) -> Result<Vec<Piece>> {
+    let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
+    let index_len = spec.index_len(n);
+    let Some((index_bytes, shard_len)) = remote
+        .get_index(&f.key, spec.index_at_end, index_len)
+        .await?
+    else {
+        return Ok(vec![Piece {
+            key: f.key,
+            chain: chain.clone(),
+            placement: f.placement,
+            bytes: None,
+        }]);
+    };
+    // Parse the index as if it sat in a shard of the real length (offsets are checked
+    // against that length).
+    let index =
+        ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(&f.key))?;
+    let inner_chain = Arc::new(spec.inner.clone());
+    let work = inner_work(spec, &index, &f.placement);
+    let ranges: Vec<_> = work
+        .iter()
+        .filter_map(|w| w.2.map(|(o, l)| o..o + l))
+        .collect();
+    let mut fetched = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        remote
+            .get_ranges(&f.key, &ranges)
+            .await?
+            .ok_or_else(|| Error::corrupt(&f.key, "shard vanished while reading"))?
+    }
+    .into_iter();
+    Ok(work
+        .into_iter()
+        .map(|(coord, placement, entry)| Piece {
+            key: format!("{} (inner chunk {coord:?})", f.key),
+            chain: inner_chain.clone(),
+            placement,
+            bytes: entry.and_then(|_| fetched.next()),
+        })
+        .collect())
+}

@@ -1,0 +1,189 @@
+"""Servers on 127.0.0.1 for the remote-store tests: moto's S3 server, and an HTTP server
+that serves a directory with byte ranges and injects faults on request."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def moto_s3() -> Iterator[str]:
+    """A moto S3 server; yields its endpoint URL."""
+    pytest.importorskip("moto.server")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def upload_dir(endpoint: str, bucket: str, root: Path, prefix: str) -> None:
+    """Copies every file under `root` to s3://bucket/prefix/..."""
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=bucket)
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath, name)
+            key = f"{prefix}/{path.relative_to(root).as_posix()}"
+            # Public, so anonymous (unsigned) reads are allowed too.
+            s3.upload_file(str(path), bucket, key, ExtraArgs={"ACL": "public-read"})
+
+
+class Faults:
+    """What the HTTP server does wrong, shared with its handler threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fail_next = 0  # answer the next N requests with 500
+        self.fail_status = 500
+        self.drop_next = 0  # send half a body, then close, for the next N GETs with a body
+        self.delay = 0.0  # seconds to sleep before answering
+        self.requests = 0
+
+    def take(self, attr: str) -> bool:
+        with self.lock:
+            n = getattr(self, attr)
+            if n > 0:
+                setattr(self, attr, n - 1)
+                return True
+            return False
+
+
+def _handler(root: Path, faults: Faults) -> type[SimpleHTTPRequestHandler]:
+    class Handler(SimpleHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+        def _file(self) -> Path | None:
+            path = Path(self.translate_path(self.path))
+            return path if path.is_file() else None
+
+        def _refuse(self) -> bool:
+            with faults.lock:
+                faults.requests += 1
+                delay = faults.delay
+            if delay:
+                time.sleep(delay)
+            if faults.take("fail_next"):
+                self.send_response(faults.fail_status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
+            return False
+
+        def do_HEAD(self) -> None:
+            if self._refuse():
+                return
+            path = self._file()
+            if path is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(path.stat().st_size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            if self._refuse():
+                return
+            path = self._file()
+            if path is None:
+                self.send_error(404)
+                return
+            data = path.read_bytes()
+            start, end = 0, len(data)
+            status = 200
+            header = self.headers.get("Range")
+            if header and header.startswith("bytes="):
+                first, _, last = header[6:].partition("-")
+                if first == "":  # suffix
+                    start = max(0, len(data) - int(last))
+                else:
+                    start = int(first)
+                    end = min(len(data), int(last) + 1) if last else len(data)
+                if start >= len(data) and len(data) > 0:
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(data)}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                status = 206
+            body = data[start:end]
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Accept-Ranges", "bytes")
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            self.end_headers()
+            if body and faults.take("drop_next"):
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(body)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def http_server(root: Path) -> Iterator[tuple[str, Faults]]:
+    """Serves `root` over HTTP with byte ranges; yields (base URL, fault switches)."""
+    faults = Faults()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, faults))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", faults
+    finally:
+        server.shutdown()
+        server.server_close()
