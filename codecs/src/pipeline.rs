@@ -160,6 +160,7 @@ impl ChunkCodecs {
         fill: &[u8],
     ) -> Result<Vec<bool>> {
         let target = ChunkTarget {
+            threads: crate::pool::codec_threads(items.len() as u64),
             out,
             elem: self.dtype.size(),
             fill,

@@ -2,6 +2,7 @@
 //! `ZARRPIPE_NUM_THREADS` environment variable), and rebuilt in a forked child, whose copy
 //! of the parent's pool has no threads behind it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -86,7 +87,30 @@ pub fn pool() -> Result<Arc<ThreadPool>> {
     Ok(slot.as_ref().map(|p| p.pool.clone()).expect("just set"))
 }
 
+/// Reads running now, across all callers.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
 /// Runs `f` on the pool.
 pub fn install<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
+    struct Active;
+    impl Drop for Active {
+        fn drop(&mut self) {
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    ACTIVE.fetch_add(1, Ordering::Relaxed);
+    let _active = Active;
     Ok(pool()?.install(f))
+}
+
+/// Threads one chunk's codec may use: the outer split is chunks across the pool, so a
+/// codec gets the whole pool only when it decodes the only chunk of the only read running
+/// (a read of one blosc chunk then decodes its blocks in parallel).
+#[must_use]
+pub fn codec_threads(chunks_in_read: u64) -> usize {
+    if chunks_in_read == 1 && ACTIVE.load(Ordering::Relaxed) <= 1 {
+        rayon::current_num_threads()
+    } else {
+        1
+    }
 }

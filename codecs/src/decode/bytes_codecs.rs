@@ -37,6 +37,7 @@ pub fn decode_stream(
     codecs: &[BytesCodec],
     encoded: &[u8],
     sink: &mut Scatter<'_>,
+    threads: usize,
 ) -> Result<(), DecodeError> {
     let Some((first, rest)) = codecs.split_first() else {
         return Ok(sink.write(encoded)?);
@@ -49,7 +50,7 @@ pub fn decode_stream(
         BytesCodec::Crc32c => Ok(sink.write(crc32c_strip(&current)?)?),
         BytesCodec::Zstd => zstd_stream(&current, sink),
         BytesCodec::Gzip | BytesCodec::Zlib => flate_stream(*first, &current, sink),
-        BytesCodec::Blosc => blosc_stream(&current, sink),
+        BytesCodec::Blosc => blosc_stream(&current, sink, threads),
     }
 }
 
@@ -136,7 +137,7 @@ fn decode_full(codec: BytesCodec, data: &[u8], limit: usize) -> Result<Vec<u8>, 
                 ptr: out.as_mut_ptr(),
                 len: header.nbytes,
             };
-            blosc_decompress(data, &target, header.nbytes)?;
+            blosc_decompress(data, &target, header.nbytes, 1)?;
             // SAFETY: blosc wrote exactly `nbytes` bytes into the reserved capacity.
             unsafe { out.set_len(header.nbytes) };
         }
@@ -324,14 +325,24 @@ fn blosc_header(src: &[u8]) -> Result<BloscHeader, DecodeError> {
 }
 
 /// Decompresses a validated frame of `nbytes` into `target` (at least `nbytes` long).
-fn blosc_decompress(src: &[u8], target: &RawTarget, nbytes: usize) -> Result<(), DecodeError> {
+fn blosc_decompress(
+    src: &[u8],
+    target: &RawTarget,
+    nbytes: usize,
+    threads: usize,
+) -> Result<(), DecodeError> {
     if nbytes == 0 {
         return Ok(());
     }
     // SAFETY: the frame was validated against `src.len()`; `target` has room for `nbytes`
     // and c-blosc writes no more than `destsize`.
     let n = unsafe {
-        blosc_src::blosc_decompress_ctx(src.as_ptr().cast(), target.ptr.cast(), target.len, 1)
+        blosc_src::blosc_decompress_ctx(
+            src.as_ptr().cast(),
+            target.ptr.cast(),
+            target.len,
+            i32::try_from(threads.clamp(1, 64)).unwrap_or(1),
+        )
     };
     if usize::try_from(n).ok() == Some(nbytes) {
         Ok(())
@@ -342,7 +353,7 @@ fn blosc_decompress(src: &[u8], target: &RawTarget, nbytes: usize) -> Result<(),
     }
 }
 
-fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
+fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>, threads: usize) -> Result<(), DecodeError> {
     let h = blosc_header(src)?;
     let expected = sink.expected();
     if h.nbytes != expected {
@@ -357,7 +368,8 @@ fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
         .into());
     }
     if let Some(target) = sink.direct_target() {
-        blosc_decompress(src, &target, h.nbytes)?;
+        // Straight into place, with blosc's own threads when this chunk is the whole read.
+        blosc_decompress(src, &target, h.nbytes, threads)?;
         sink.assume_written(h.nbytes);
         return Ok(());
     }
@@ -398,7 +410,7 @@ fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
             ptr: piece.as_mut_ptr(),
             len: h.nbytes,
         };
-        blosc_decompress(src, &target, h.nbytes)?;
+        blosc_decompress(src, &target, h.nbytes, 1)?;
         sink.write(&piece[..h.nbytes])?;
     }
     Ok(())

@@ -20,6 +20,9 @@ pub struct ChunkTarget<'a> {
     pub elem: usize,
     /// One element's native-endian bytes, written where data is missing.
     pub fill: &'a [u8],
+    /// Threads one chunk may use inside its codec (blosc): more than 1 only when a read is
+    /// a single chunk, so the pool's threads are not busy with other chunks.
+    pub threads: usize,
 }
 
 impl DecodeError {
@@ -57,7 +60,8 @@ pub fn decode_chunk(
                 *order,
                 chain.transpose.as_deref(),
             );
-            decode_stream(&chain.bytes_codecs, encoded, &mut sink).map_err(|e| e.at(key))?;
+            decode_stream(&chain.bytes_codecs, encoded, &mut sink, target.threads)
+                .map_err(|e| e.at(key))?;
             sink.finish().map_err(|e| DecodeError::from(e).at(key))
         }
         ArrayToBytes::Sharding(spec) => {
