@@ -17,6 +17,7 @@ use zarrpipe_codecs::store::Store;
 
 use crate::errors::to_pyerr;
 use crate::runtime::run;
+use crate::store::Store as PyStore;
 
 /// (store key, chunk shape, wanted (start, stop) per chunk axis, byte offset of the first
 /// wanted element in the array, byte stride of the array per chunk axis)
@@ -87,8 +88,10 @@ impl PyChunkCodecs {
     }
 
     /// Decodes chunks into `out`, from `encoded` (bytes or None per item) or, if that is
-    /// None, from the local store at `local_root`. Returns per chunk whether it was present.
-    #[pyo3(signature = (out, items, fill, encoded = None, local_root = None))]
+    /// None, from the local store at `local_root` or the zarrpipe `store` (an object store:
+    /// fetched concurrently). Returns per chunk whether it was present.
+    #[pyo3(signature = (out, items, fill, encoded = None, local_root = None, store = None))]
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &self,
         py: Python<'_>,
@@ -97,6 +100,7 @@ impl PyChunkCodecs {
         fill: Vec<u8>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
         local_root: Option<PathBuf>,
+        store: Option<PyRef<'_, PyStore>>,
     ) -> PyResult<Vec<bool>> {
         if fill.len() != self.inner.dtype.size() || out.dtype().itemsize() != fill.len() {
             return Err(PyValueError::new_err(
@@ -104,7 +108,10 @@ impl PyChunkCodecs {
             ));
         }
         let (ptr, len) = span(out, true)?;
-        let store = self.store(local_root)?;
+        let store = match store {
+            Some(s) => Some(s.engine().clone()),
+            None => self.store(local_root)?,
+        };
         let reads: Vec<ChunkRead> = items
             .into_iter()
             .map(

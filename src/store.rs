@@ -26,6 +26,11 @@ pub struct Store {
 }
 
 impl Store {
+    /// The engine's store (the pipeline reads object stores through it).
+    pub(crate) fn engine(&self) -> &Arc<EngineStore> {
+        &self.store
+    }
+
     fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Arc<ArrayReader>> {
         self.reader_with(py, path, refresh, None)
     }

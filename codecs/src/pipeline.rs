@@ -25,6 +25,7 @@ use crate::decode::{decode_chunk, ChunkTarget};
 use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
 use crate::read::read_stored;
+use crate::remote_read::{read_remote, Fetch};
 use crate::store::Store;
 
 /// One chunk of a read: where it is stored and which part of it goes where.
@@ -150,7 +151,7 @@ impl ChunkCodecs {
     }
 
     /// Decodes chunks into `out`: each from `encoded[i]` when given (`None` = missing), else
-    /// from `store` by key. Returns, per chunk, whether it was present.
+    /// from `store` by key (an object store is fetched from concurrently). Returns, per chunk, whether it was present.
     pub fn read(
         &self,
         items: &[ChunkRead],
@@ -165,6 +166,20 @@ impl ChunkCodecs {
             elem: self.dtype.size(),
             fill,
         };
+        if let (None, Some(remote)) = (encoded, store.and_then(Store::remote)) {
+            // An object store: fetch concurrently, decode as the pieces arrive.
+            let fetches = items
+                .iter()
+                .map(|item| {
+                    Ok(Fetch {
+                        key: item.key.clone(),
+                        chain: self.chain(&item.placement.chunk_shape)?,
+                        placement: item.placement.clone(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return read_remote(remote, fetches, &target);
+        }
         let one = |(i, item): (usize, &ChunkRead)| -> Result<bool> {
             let chain = self.chain(&item.placement.chunk_shape)?;
             match (encoded, store) {

@@ -203,12 +203,13 @@ impl ArrayReader {
                     Placement::new(&origin, grid_chunk, &region.ranges, &strides).map(|placement| {
                         Fetch {
                             key: self.chunk_key(&index),
+                            chain: chain.clone(),
                             placement,
                         }
                     })
                 })
                 .collect();
-            return read_remote(remote, chain, fetches, &target);
+            return read_remote(remote, fetches, &target).map(|_| ());
         }
         let decode = |linear: u64| -> Result<()> {
             let index = unravel(linear, &grid);

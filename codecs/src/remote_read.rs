@@ -18,9 +18,10 @@ use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
 use crate::remote::{runtime, Remote};
 
-/// One stored chunk (or shard) a read touches.
+/// One stored chunk (or shard) a read touches, and the chain that decodes it.
 pub struct Fetch {
     pub key: String,
+    pub chain: Arc<ChunkChain>,
     pub placement: Placement,
 }
 
@@ -28,6 +29,8 @@ pub struct Fetch {
 /// that decodes them, and where they go.
 struct Piece {
     key: String,
+    /// Whether the chunk (or the shard holding it) is stored.
+    stored: bool,
     chain: Arc<ChunkChain>,
     placement: Placement,
     bytes: Option<Bytes>,
@@ -38,25 +41,29 @@ fn encoded_limit(decoded: usize) -> usize {
     decoded + decoded / 8 + (1 << 20)
 }
 
-/// Fetches and decodes `fetches` (chunks of `chain`) into `target`.
+/// Fetches and decodes `fetches` into `target`. Returns, per fetch, whether its chunk (or
+/// shard) was stored (a missing one reads as the fill value).
 pub fn read_remote(
     remote: &Arc<Remote>,
-    chain: &Arc<ChunkChain>,
     fetches: Vec<Fetch>,
     target: &ChunkTarget<'_>,
-) -> Result<()> {
-    let (tx, rx) = channel::<Result<Piece>>();
+) -> Result<Vec<bool>> {
+    let mut present = vec![false; fetches.len()];
+    let (tx, rx) = channel::<Result<(usize, Piece)>>();
     let concurrency = remote.settings.concurrency.max(1);
-    let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
+    let (remote2, elem) = (remote.clone(), target.elem);
     let fetching = runtime()?.spawn(async move {
-        let mut pieces = futures::stream::iter(fetches)
-            .map(|f| fetch_one(remote2.clone(), chain2.clone(), f, elem))
+        let mut pieces = futures::stream::iter(fetches.into_iter().enumerate())
+            .map(|(i, f)| {
+                let remote = remote2.clone();
+                async move { fetch_one(remote, f, elem).await.map(|list| (i, list)) }
+            })
             .buffer_unordered(concurrency);
         while let Some(result) = pieces.next().await {
             match result {
                 // A send fails once the reader has stopped: stop fetching too.
-                Ok(list) => {
-                    if list.into_iter().any(|p| tx.send(Ok(p)).is_err()) {
+                Ok((i, list)) => {
+                    if list.into_iter().any(|p| tx.send(Ok((i, p))).is_err()) {
                         break;
                     }
                 }
@@ -75,9 +82,11 @@ pub fn read_remote(
             .get_or_insert(e);
     };
     let record = &record;
+    let present_mut = &mut present;
     rayon::scope(move |s| loop {
         match rx.recv_timeout(Duration::from_millis(1)) {
-            Ok(Ok(piece)) => {
+            Ok(Ok((i, piece))) => {
+                present_mut[i] |= piece.stored;
                 s.spawn(move |_| {
                     if let Err(e) = decode_piece(&piece, target) {
                         record(e);
@@ -101,7 +110,7 @@ pub fn read_remote(
         .unwrap_or_else(PoisonError::into_inner)
     {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(present),
     }
 }
 
@@ -115,12 +124,8 @@ fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>) -> Result<()> {
     }
 }
 
-async fn fetch_one(
-    remote: Arc<Remote>,
-    chain: Arc<ChunkChain>,
-    f: Fetch,
-    elem: usize,
-) -> Result<Vec<Piece>> {
+async fn fetch_one(remote: Arc<Remote>, f: Fetch, elem: usize) -> Result<Vec<Piece>> {
+    let chain = f.chain.clone();
     let Some(spec) = chain.plain_sharding() else {
         let bytes = remote.get(&f.key).await?;
         if let Some(b) = &bytes {
@@ -136,6 +141,7 @@ async fn fetch_one(
         }
         return Ok(vec![Piece {
             key: f.key,
+            stored: bytes.is_some(),
             chain,
             placement: f.placement,
             bytes,
@@ -159,6 +165,7 @@ async fn fetch_shard(
     else {
         return Ok(vec![Piece {
             key: f.key,
+            stored: false,
             chain: chain.clone(),
             placement: f.placement,
             bytes: None,
@@ -187,6 +194,7 @@ async fn fetch_shard(
         .into_iter()
         .map(|(coord, placement, entry)| Piece {
             key: format!("{} (inner chunk {coord:?})", f.key),
+            stored: true,
             chain: inner_chain.clone(),
             placement,
             bytes: entry.and_then(|_| fetched.next()),

@@ -251,8 +251,11 @@ class _ChunkCodecs:
         fill: bytes,
         encoded: list[bytes | None] | None = None,
         local_root: str | None = None,
+        store: Store | None = None,
     ) -> list[bool]:
-        """Decodes chunks into `out`; returns per chunk whether it was present."""
+        """Decodes chunks into `out` from `encoded`, the local store at `local_root` or
+        `store` (an object store: fetched concurrently); returns per chunk whether it was
+        present."""
     def write(
         self,
         value: npt.NDArray[Any],

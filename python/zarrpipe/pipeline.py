@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import LocalStore
 
-from zarrpipe import _plan
-from zarrpipe._zarrpipe import UnsupportedError, _ChunkCodecs
+from zarrpipe import _obstore, _plan
+from zarrpipe._zarrpipe import Store, UnsupportedError, ZarrpipeError, _ChunkCodecs
 
 if TYPE_CHECKING:
     from typing import Self
@@ -113,6 +114,37 @@ def _local_root(getter: Any) -> str | None:
     if type(store) is LocalStore and isinstance(getattr(getter, "path", None), str):
         return str(store.root)
     return None
+
+
+# zarrpipe Stores over the object stores that zarr-python's ObjectStore wraps, by process
+# (a forked child opens its own: HTTP connections do not survive a fork), URL and options.
+_REMOTE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
+
+
+def _remote_store(getter: Any) -> Any | None:
+    """A zarrpipe Store that reads what `getter`'s store holds, when that store is
+    zarr-python's ObjectStore over S3, GCS, Azure or HTTP: Rust then fetches the chunks
+    itself, concurrently (byte ranges of shards), and decodes them as they arrive."""
+    store = getattr(getter, "store", None)
+    if type(store).__name__ != "ObjectStore" or not type(store).__module__.startswith("zarr."):
+        return None
+    inner = getattr(store, "store", None)
+    if type(inner).__name__ not in ("S3Store", "GCSStore", "AzureStore", "HTTPStore"):
+        return None
+    if not isinstance(getattr(getter, "path", None), str):
+        return None
+    try:
+        url, options = _obstore.url_and_options(inner)
+    except (TypeError, ValueError):
+        return None  # a configuration we cannot carry over: zarr-python fetches instead
+    key = (os.getpid(), url, tuple(sorted(options.items())))
+    found = _REMOTE_STORES.get(key)
+    if found is None:
+        try:
+            found = _REMOTE_STORES.setdefault(key, Store(url, options=options))
+        except (ValueError, OSError, ZarrpipeError):
+            return None
+    return found
 
 
 def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
@@ -260,9 +292,14 @@ class CodecPipeline(_abc.CodecPipeline):
             return await self._python.read(batch, out, drop_axes)
         fill = np.asarray(fill_value_or_default(batch[0][1]), dtype=array.dtype).tobytes()
         roots = {_local_root(getter) for getter, *_ in batch}
+        remote = _remote_store(batch[0][0]) if None in roots else None
         if len(roots) == 1 and None not in roots:
             present = await asyncio.to_thread(
                 self._impl.read, array, items, fill, None, roots.pop()
+            )
+        elif remote is not None and all(g.store is batch[0][0].store for g, *_ in batch):
+            present = await asyncio.to_thread(
+                self._impl.read, array, items, fill, None, None, remote
             )
         else:
             encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
