@@ -58,15 +58,29 @@ def obstore_store(endpoint: str):
 def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int, str]:
     from zarr.storage import LoggingStore, ObjectStore
 
-    store = LoggingStore(ObjectStore(obstore_store(endpoint), read_only=True))
+    ours = pipeline == "zarrpipe.CodecPipeline"
+    objects = ObjectStore(obstore_store(endpoint), read_only=True)
+    # zarrpipe's pipeline fetches an ObjectStore's chunks itself (and counts its requests);
+    # a LoggingStore around it would hide the ObjectStore, so it is not wrapped.
+    store = objects if ours else LoggingStore(objects)
     config = {"codec_pipeline.path": pipeline} if pipeline else {}
     with warnings.catch_warnings(record=True) as caught, zarr.config.set(config):
         warnings.simplefilter("always")
         arr = zarr.open_array(store, mode="r")
-        store.counter.clear()
+        if ours:
+            from zarrpipe import pipeline as zp
+
+            zp._REMOTE_STORES.clear()
+        else:
+            store.counter.clear()
         out = arr[...]
         note = "; ".join(sorted({str(w.message)[:80] for w in caught}))
-    requests = sum(n for name, n in store.counter.items() if name.startswith("get"))
+    if ours:
+        counts = [s.request_counts() for s in zp._REMOTE_STORES.values()]
+        requests = sum(c["gets"] + c["heads"] for c in counts)
+        note = note or "chunks fetched by zarrpipe (Rust); metadata by zarr-python"
+    else:
+        requests = sum(n for name, n in store.counter.items() if name.startswith("get"))
     return out, requests, note
 
 
