@@ -251,9 +251,16 @@ def test_http_responses_cut_short_are_never_decoded(http, local_store):
     faults.drop_next = 10_000
     with pytest.raises(OSError):
         arr.read()
-    # With retries, a dropped connection is retried: the right values, or an error.
+    # With retries, a dropped connection is retried: the right values, or (when the cut
+    # falls inside a body object_store has started streaming) an error, never wrong data.
     faults.drop_next = 1
     retrying = zarrpipe.Store(url, options={"allow_http": "true"}, retries=3, timeout=5)
+    try:
+        got = np.asarray(retrying.read("sharded"))
+    except OSError:
+        pass
+    else:
+        np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.asarray(retrying.read("sharded")), want)
 
 
