@@ -139,7 +139,8 @@ impl PyChunkCodecs {
     /// Encodes the chunks a write touches from `value`; returns per item the encoded bytes,
     /// or None where the chunk is all fill value and `write_empty` is false (delete it).
     /// With `local_root`, also writes (atomically) or deletes the chunk files there.
-    #[pyo3(signature = (value, items, fill, write_empty, existing = None, local_root = None))]
+    /// `fresh[i]`: chunk i's old value is not read (cells not written become fill value).
+    #[pyo3(signature = (value, items, fill, write_empty, existing = None, local_root = None, fresh = None))]
     #[allow(clippy::too_many_arguments)]
     fn write<'py>(
         &self,
@@ -150,6 +151,7 @@ impl PyChunkCodecs {
         write_empty: bool,
         existing: Option<Vec<Option<PyBackedBytes>>>,
         local_root: Option<PathBuf>,
+        fresh: Option<Vec<bool>>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
         if fill.len() != self.inner.dtype.size() || value.dtype().itemsize() != fill.len() {
             return Err(PyValueError::new_err(
@@ -159,15 +161,18 @@ impl PyChunkCodecs {
         let (ptr, len) = span(value, false)?;
         let store = self.store(local_root)?;
         let local = store.is_some();
+        let fresh = fresh.unwrap_or_default();
         let writes: Vec<ChunkWrite> = items
             .into_iter()
+            .enumerate()
             .map(
-                |(key, chunk_shape, want, src_offset, src_strides)| ChunkWrite {
+                |(i, (key, chunk_shape, want, src_offset, src_strides))| ChunkWrite {
                     key,
                     chunk_shape,
                     want: want.into_iter().map(|(a, b)| a..b).collect(),
                     src_offset,
                     src_strides,
+                    fresh: fresh.get(i).copied().unwrap_or(false),
                 },
             )
             .collect();

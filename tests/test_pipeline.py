@@ -1098,3 +1098,38 @@ def test_large_read(ours, tmp_path):
     a[...] = data[::-1]
     with default_pipeline():
         assert np.array_equal(values(zarr.open_array(path, mode="r")), data[::-1])
+
+
+@pytest.mark.parametrize("shards", [None, (6,)], ids=["unsharded", "sharded"])
+def test_edge_chunks_after_resizes_match_zarr_python(new_location, shards):
+    """A write that covers the part of an edge chunk inside the array: zarr-python builds an
+    unsharded chunk from the fill value (cells beyond the shape are lost), and keeps a
+    shard's other cells (shards are encoded partially). After growing the array back, the
+    cells beyond the old shape read the same through both pipelines."""
+    results = []
+    for pipeline in (DEFAULT, OURS):
+        loc = new_location()
+        a = create(loc, pipeline, shape=(5,), chunks=(3,), shards=shards, dtype="int16",
+                   fill_value=-1)  # fmt: skip
+        a[:] = np.arange(1, 6, dtype="int16")
+        with quiet_zarr_writes():
+            a.resize((4,))
+            a[:] = 9
+            a.resize((6,))
+        results.append(values(reopen(loc, pipeline)))
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_complete_chunk_writes_do_not_read_the_store(ours):
+    """zarr-python's own test_orthogonal_set_total_slice: overwriting whole chunks (an edge
+    chunk's part inside the array included) never reads them."""
+    from unittest import mock
+
+    store = MemoryStore()
+    with quiet_zarr_writes():
+        a = zarr.create_array(store, shape=(20, 21), chunks=(1, 2), dtype=int, fill_value=-1)
+    assert is_ours(a)
+    with mock.patch("zarr.storage.MemoryStore.get", side_effect=RuntimeError):
+        a[0, :] = np.arange(21)
+        a[:] = 1
+    np.testing.assert_array_equal(values(a), 1)

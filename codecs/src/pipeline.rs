@@ -43,6 +43,10 @@ pub struct ChunkWrite {
     pub want: Vec<std::ops::Range<u64>>,
     pub src_offset: usize,
     pub src_strides: Vec<usize>,
+    /// The old chunk is not read: cells the write does not cover become the fill value
+    /// (zarr-python's "complete chunk": an edge chunk whose part inside the array is all
+    /// written).
+    pub fresh: bool,
 }
 
 /// A read-only view of the source array of a write.
@@ -206,7 +210,7 @@ impl ChunkCodecs {
     }
 
     /// Builds each chunk a write touches: the old chunk (from `existing[i]`, or `store`; only
-    /// read when the write covers part of it) updated with the new values, then encoded.
+    /// read when the write covers part of it and the item is not `fresh`) updated with the new values, then encoded.
     /// `None` means "delete the chunk": it is all fill value and `write_empty` is false.
     /// With a local `store`, the results are also written (atomically) or deleted there.
     pub fn write(
@@ -261,6 +265,14 @@ impl ChunkCodecs {
         let covers_all = whole.want == item.want;
         if covers_all {
             chunk.resize(nbytes, 0);
+        } else if item.fresh {
+            // SAFETY: `chunk` has capacity `nbytes`; the fill below writes all of it.
+            let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+            whole
+                .fill(&out, fill)
+                .map_err(|e| DecodeError::from(e).at(&item.key))?;
+            // SAFETY: the fill wrote every byte.
+            unsafe { chunk.set_len(nbytes) };
         } else {
             // SAFETY: `chunk` has capacity `nbytes`; the read below fills all of it.
             let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };

@@ -264,8 +264,10 @@ class _ChunkCodecs:
         write_empty: bool,
         existing: list[bytes | None] | None = None,
         local_root: str | None = None,
+        fresh: list[bool] | None = None,
     ) -> list[bytes | None]:
-        """Encodes the chunks a write touches; None marks a chunk to delete."""
+        """Encodes the chunks a write touches; None marks a chunk to delete. `fresh[i]`:
+        chunk i is not read first (cells not written become the fill value)."""
 
 def set_num_threads(n: int) -> None:
     """Sets how many threads decode (default: the CPU count or ZARRPIPE_NUM_THREADS)."""

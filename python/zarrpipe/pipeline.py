@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr.abc.codec as _abc
 from zarr.abc.codec import Codec
+from zarr.codecs import ShardingCodec
 from zarr.core.codec_pipeline import BatchedCodecPipeline, fill_value_or_default
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
@@ -262,6 +263,11 @@ class CodecPipeline(_abc.CodecPipeline):
             )
         return items
 
+    @property
+    def _sharded(self) -> bool:
+        codecs = self.metadata.codecs if isinstance(self.metadata, ArrayV3Metadata) else ()
+        return any(isinstance(c, ShardingCodec) for c in codecs)
+
     def _supported_buffer(self, array: Any) -> bool:
         dtype = _native_dtype(self.metadata)
         return (
@@ -343,19 +349,25 @@ class CodecPipeline(_abc.CodecPipeline):
         spec = batch[0][1]
         fill = np.asarray(fill_value_or_default(spec), dtype=array.dtype).tobytes()
         write_empty = bool(spec.config.write_empty_chunks)
+        # As zarr-python does: a chunk whose part inside the array is all written ("complete")
+        # is built from the fill value, without reading it; a shard always keeps the cells
+        # the write does not cover, those beyond the array's shape too (zarr-python encodes
+        # shards partially), so a later resize that grows the array finds them again.
+        fresh = [bool(complete) and not self._sharded for *_, complete in batch]
+        partial = [
+            not f and want != [(0, n) for n in shape]
+            for f, (_, shape, want, _, _) in zip(fresh, items, strict=True)
+        ]
         roots = {_local_root(setter) for setter, *_ in batch}
         if len(roots) == 1 and None not in roots:
             self.store._check_writable()
             await asyncio.to_thread(
-                self._impl.write, array, items, fill, write_empty, None, roots.pop()
+                self._impl.write, array, items, fill, write_empty, None, roots.pop(), fresh
             )
             return
-        # The old chunk is needed wherever the write does not cover all of it, including the
-        # cells of an edge chunk beyond the array's shape (kept for a later resize).
-        partial = [want != [(0, n) for n in shape] for (_, shape, want, _, _) in items]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(
-            self._impl.write, array, items, fill, write_empty, existing
+            self._impl.write, array, items, fill, write_empty, existing, None, fresh
         )
 
         async def store_one(setter: ByteSetter, spec: ArraySpec, data: bytes | None) -> None:

@@ -99,6 +99,11 @@ def main() -> int:
         "--cache", type=Path, default=Path.home() / ".cache" / "zarrpipe" / "zarr-sdist"
     )
     parser.add_argument(
+        "--skip-known",
+        action="store_true",
+        help="deselect the tests in KNOWN_DIFFERENCES (they test zarr-python's internals)",
+    )
+    parser.add_argument(
         "--install-deps", action="store_true", help="pip install the suite's test deps first"
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
