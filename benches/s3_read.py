@@ -62,7 +62,7 @@ def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int, str
     objects = ObjectStore(obstore_store(endpoint), read_only=True)
     # zarrpipe's pipeline fetches an ObjectStore's chunks itself (and counts its requests);
     # a LoggingStore around it would hide the ObjectStore, so it is not wrapped.
-    store = objects if ours else LoggingStore(objects)
+    store = objects if ours else LoggingStore(objects, log_level="WARNING")
     config = {"codec_pipeline.path": pipeline} if pipeline else {}
     with warnings.catch_warnings(record=True) as caught, zarr.config.set(config):
         warnings.simplefilter("always")

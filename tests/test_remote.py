@@ -117,6 +117,19 @@ def test_s3_partial_shard_reads_fetch_only_what_they_need(s3, local_store):
     assert after["bytes"] - before["bytes"] < shard_file.stat().st_size / 2
     # Missing inner chunks (rows 30..) read as the fill value without fetching data.
     np.testing.assert_array_equal(np.asarray(arr[32:37, :8]), 7)
+    # A whole shard is one request (no index request).
+    before = store.request_counts()
+    np.testing.assert_array_equal(
+        np.asarray(arr[0:16, 0:32]), expected(local_store, "sharded")[0:16, 0:32]
+    )
+    assert store.request_counts()["gets"] - before["gets"] == 1
+    # Part of each shard: its index, then one request for its nearby inner chunks.
+    stored = [p for p in (local_store / "sharded" / "c").rglob("*") if p.is_file()]
+    before = store.request_counts()
+    np.testing.assert_array_equal(
+        np.asarray(arr[1:36, 1:49]), expected(local_store, "sharded")[1:36, 1:49]
+    )
+    assert store.request_counts()["gets"] - before["gets"] == 6 + len(stored)
 
 
 def test_s3_credentials_from_the_environment(s3, local_store, monkeypatch):

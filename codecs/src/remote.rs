@@ -22,6 +22,23 @@ use zarrs::storage::{
 
 use crate::error::{Error, Result};
 
+/// Ranges of one value closer than this are fetched in one request (object_store's default).
+const COALESCE_GAP: u64 = 1 << 20;
+
+/// `ranges` merged where they overlap or lie closer than `gap`, sorted by start.
+fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.end > r.start).cloned().collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
 /// How a remote store behaves on a slow or failing network.
 #[derive(Clone, Copy, Debug)]
 pub struct RemoteSettings {
@@ -245,27 +262,48 @@ impl Remote {
         }
     }
 
-    /// Byte ranges of the value at `key` (adjacent ranges fetched in one request), or
-    /// `None` if it does not exist. Each result has exactly its range's length.
+    /// The bytes of `ranges` of the value at `key`, in order; `None` if it does not exist.
+    /// Ranges closer than `COALESCE_GAP` are fetched in one request (the requests counted are
+    /// the ones made), and the requests of one call run concurrently.
     pub async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Option<Vec<Bytes>>> {
+        let merged = coalesce(ranges, COALESCE_GAP);
         self.counts
             .gets
-            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
-        match self.store.get_ranges(&self.path(key), ranges).await {
-            Ok(parts) => {
-                for (part, range) in parts.iter().zip(ranges) {
-                    if part.len() as u64 != range.end - range.start {
-                        return Err(Error::corrupt(key, "the store returned a short range"));
-                    }
-                    self.counts
-                        .bytes
-                        .fetch_add(part.len() as u64, Ordering::Relaxed);
-                }
-                Ok(Some(parts))
+            .fetch_add(merged.len() as u64, Ordering::Relaxed);
+        let path = self.path(key);
+        let fetched = futures::future::try_join_all(
+            merged
+                .iter()
+                .map(|r| self.store.get_range(&path, r.clone())),
+        )
+        .await;
+        let parts = match fetched {
+            Ok(parts) => parts,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage_error(key, e)),
+        };
+        for (part, range) in parts.iter().zip(&merged) {
+            if part.len() as u64 != range.end - range.start {
+                return Err(Error::corrupt(key, "the store returned a short range"));
             }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(storage_error(key, e)),
+            self.counts
+                .bytes
+                .fetch_add(part.len() as u64, Ordering::Relaxed);
         }
+        // Every range lies inside exactly one merged range: slice it out (no copy).
+        Ok(Some(
+            ranges
+                .iter()
+                .map(|r| {
+                    if r.end <= r.start {
+                        return Bytes::new();
+                    }
+                    let i = merged.partition_point(|m| m.end < r.end);
+                    let m = &merged[i];
+                    parts[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
+                })
+                .collect(),
+        ))
     }
 
     /// A shard's index (`len` bytes at its end or start) and the shard's length, in one
@@ -446,5 +484,19 @@ impl ListableStorageTraits for RemoteStorage {
         let keys = self.list_prefix(prefix)?;
         keys.iter()
             .try_fold(0u64, |acc, k| Ok(acc + self.size_key(k)?.unwrap_or(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coalesce;
+
+    #[test]
+    fn ranges_closer_than_the_gap_merge() {
+        let ranges = [30..40, 0..10, 10..20, 45..50, 200..210, 205..208, 7..7];
+        assert_eq!(coalesce(&ranges, 0), vec![0..20, 30..40, 45..50, 200..210]);
+        assert_eq!(coalesce(&ranges, 5), vec![0..20, 30..50, 200..210]);
+        assert_eq!(coalesce(&ranges, 1000), vec![0..210]);
+        assert!(coalesce(&[], 10).is_empty());
     }
 }

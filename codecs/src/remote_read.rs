@@ -1,7 +1,7 @@
 //! Reading a region from an object store: every stored chunk (or shard) the region touches
 //! is fetched concurrently on the I/O runtime, and each piece is decoded on the rayon pool
-//! as soon as it arrives. Shards cost one request for the index, then one per run of
-//! adjacent inner chunks the region needs.
+//! as soon as it arrives. A shard the region covers whole is one request; a shard read in
+//! part costs one request for its index, then one per run of nearby inner chunks needed.
 
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -126,10 +126,16 @@ fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>) -> Result<()> {
 
 async fn fetch_one(remote: Arc<Remote>, f: Fetch, elem: usize) -> Result<Vec<Piece>> {
     let chain = f.chain.clone();
-    let Some(spec) = chain.plain_sharding() else {
+    let sharding = chain.plain_sharding();
+    // A shard read whole is one request, like a chunk; only a part of one needs its index.
+    let Some(spec) = sharding.filter(|_| !f.placement.wants_whole_chunk()) else {
         let bytes = remote.get(&f.key).await?;
+        // A whole shard also holds its index (as in `read_stored`).
+        let index_len = sharding.map_or(0, |spec| {
+            spec.index_len(spec.grid(&f.placement.chunk_shape).iter().product())
+        });
         if let Some(b) = &bytes {
-            if b.len() > encoded_limit(f.placement.chunk_bytes(elem)) {
+            if b.len() as u64 > encoded_limit(f.placement.chunk_bytes(elem)) as u64 + index_len {
                 return Err(Error::corrupt(
                     &f.key,
                     format!(
