@@ -299,3 +299,29 @@ def test_bad_urls_and_options_are_value_errors():
 def test_file_urls_open_local_stores(local_store):
     store = zarrpipe.Store("file://" + os.fspath(local_store))
     np.testing.assert_array_equal(np.asarray(store.read("v2")), expected(local_store, "v2"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "url, options",
+    [
+        ("gs://bucket/data.zarr", {"google_skip_signature": "true", "google_base_url": "{ep}"}),
+        (
+            "az://container/data.zarr",
+            {"azure_storage_account_name": "acct", "azure_skip_signature": "true",
+             "azure_endpoint": "{ep}"},
+        ),
+    ],
+    ids=["gcs", "azure"],
+)  # fmt: skip
+def test_gcs_and_azure_stores_open_and_report_unreachable_servers(url, options):
+    """No GCS or Azure emulator here: the stores are built from their options, and a server
+    that refuses connections is an OSError naming the key, not a hang."""
+    from remote_servers import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    options = {k: v.format(ep=endpoint) for k, v in options.items()}
+    store = zarrpipe.Store(url, options={**options, "allow_http": "true"}, timeout=2, retries=0)
+    assert url in repr(store)
+    with pytest.raises(OSError, match=r"zarr\.json"):
+        store.open_array("x")
