@@ -40,6 +40,14 @@ fn encoded_limit(decoded: usize) -> u64 {
     (decoded as u64) + (decoded as u64) / 8 + (1 << 20)
 }
 
+/// The most bytes the stored value of a whole chunk can take; for a shard, its index too.
+pub(crate) fn stored_limit(chain: &ChunkChain, placement: &Placement, elem: usize) -> u64 {
+    let index = chain.plain_sharding().map_or(0, |spec| {
+        spec.index_len(spec.grid(&placement.chunk_shape).iter().product())
+    });
+    encoded_limit(placement.chunk_bytes(elem)) + index
+}
+
 /// Reads the stored chunk (or shard) at `key` and decodes the part `placement` wants into
 /// `target`; a missing key reads as the fill value. Returns whether the key was present.
 pub fn read_stored(
@@ -49,7 +57,6 @@ pub fn read_stored(
     placement: &Placement,
     target: &ChunkTarget<'_>,
 ) -> Result<bool> {
-    let chunk_bytes = placement.chunk_bytes(target.elem);
     let fill = || {
         placement
             .fill(target.out, target.fill)
@@ -60,9 +67,7 @@ pub fn read_stored(
         // inner chunks: 1117 vs 837 MB/s reading 1 GiB); part of one reads the index, then
         // each needed inner chunk.
         if placement.wants_whole_chunk() {
-            let limit = encoded_limit(chunk_bytes)
-                + spec.index_len(spec.grid(&placement.chunk_shape).iter().product());
-            return match store.read(key, limit)? {
+            return match store.read(key, stored_limit(chain, placement, target.elem))? {
                 Some(shard) => {
                     decode_shard(spec, &InMemory(&shard), placement, target, key).map(|()| true)
                 }
@@ -82,7 +87,7 @@ pub fn read_stored(
             None => fill().map(|()| false),
         };
     }
-    match store.read(key, encoded_limit(chunk_bytes))? {
+    match store.read(key, stored_limit(chain, placement, target.elem))? {
         Some(encoded) => decode_chunk(chain, &encoded, placement, target, key).map(|()| true),
         None => fill().map(|()| false),
     }

@@ -16,6 +16,7 @@ use crate::decode::placement::Placement;
 use crate::decode::sharding::{inner_work, ShardIndex};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
+use crate::read::stored_limit;
 use crate::remote::{runtime, Remote};
 
 /// One stored chunk (or shard) a read touches, and the chain that decodes it.
@@ -34,11 +35,6 @@ struct Piece {
     chain: Arc<ChunkChain>,
     placement: Placement,
     bytes: Option<Bytes>,
-}
-
-/// The most bytes any encoding of `decoded` bytes can take.
-fn encoded_limit(decoded: usize) -> usize {
-    decoded + decoded / 8 + (1 << 20)
 }
 
 /// Fetches and decodes `fetches` into `target`. Returns, per fetch, whether its chunk (or
@@ -130,12 +126,8 @@ async fn fetch_one(remote: Arc<Remote>, f: Fetch, elem: usize) -> Result<Vec<Pie
     // A shard read whole is one request, like a chunk; only a part of one needs its index.
     let Some(spec) = sharding.filter(|_| !f.placement.wants_whole_chunk()) else {
         let bytes = remote.get(&f.key).await?;
-        // A whole shard also holds its index (as in `read_stored`).
-        let index_len = sharding.map_or(0, |spec| {
-            spec.index_len(spec.grid(&f.placement.chunk_shape).iter().product())
-        });
         if let Some(b) = &bytes {
-            if b.len() as u64 > encoded_limit(f.placement.chunk_bytes(elem)) as u64 + index_len {
+            if b.len() as u64 > stored_limit(&chain, &f.placement, elem) {
                 return Err(Error::corrupt(
                     &f.key,
                     format!(

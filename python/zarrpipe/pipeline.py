@@ -124,20 +124,18 @@ _REMOTE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
 
 def _remote_store(getter: Any) -> Any | None:
     """A zarrpipe Store that reads what `getter`'s store holds, when that store is
-    zarr-python's ObjectStore over S3, GCS, Azure or HTTP: Rust then fetches the chunks
+    zarr-python's ObjectStore over an obstore store zarrpipe can open (S3, GCS, Azure, HTTP,
+    local; see `_obstore`): Rust then fetches the chunks
     itself, concurrently (byte ranges of shards), and decodes them as they arrive."""
     store = getattr(getter, "store", None)
     if type(store).__name__ != "ObjectStore" or not type(store).__module__.startswith("zarr."):
         return None
-    inner = getattr(store, "store", None)
-    if type(inner).__name__ not in ("S3Store", "GCSStore", "AzureStore", "HTTPStore"):
-        return None
     if not isinstance(getattr(getter, "path", None), str):
         return None
     try:
-        url, options = _obstore.url_and_options(inner)
+        url, options = _obstore.url_and_options(getattr(store, "store", None))
     except (TypeError, ValueError):
-        return None  # a configuration we cannot carry over: zarr-python fetches instead
+        return None  # a store kind or configuration we cannot carry over: zarr-python fetches
     key = (os.getpid(), url, tuple(sorted(options.items())))
     found = _REMOTE_STORES.get(key)
     if found is None:
@@ -354,10 +352,6 @@ class CodecPipeline(_abc.CodecPipeline):
         # the write does not cover, those beyond the array's shape too (zarr-python encodes
         # shards partially), so a later resize that grows the array finds them again.
         fresh = [bool(complete) and not self._sharded for *_, complete in batch]
-        partial = [
-            not f and want != [(0, n) for n in shape]
-            for f, (_, shape, want, _, _) in zip(fresh, items, strict=True)
-        ]
         roots = {_local_root(setter) for setter, *_ in batch}
         if len(roots) == 1 and None not in roots:
             self.store._check_writable()
@@ -365,6 +359,10 @@ class CodecPipeline(_abc.CodecPipeline):
                 self._impl.write, array, items, fill, write_empty, None, roots.pop(), fresh
             )
             return
+        partial = [
+            not f and want != [(0, n) for n in shape]
+            for f, (_, shape, want, _, _) in zip(fresh, items, strict=True)
+        ]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(
             self._impl.write, array, items, fill, write_empty, existing, None, fresh
