@@ -3,6 +3,7 @@
 
 mod array;
 mod bytes_view;
+mod diagnostics;
 mod dlpack;
 mod dtype;
 mod errors;
@@ -26,6 +27,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::PyChunkCodecs>()?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;
     errors::register(m)?;
     Ok(())
 }

@@ -13,40 +13,15 @@ pub fn try_with_capacity(len: usize, what: &str) -> Result<Vec<u8>> {
     Ok(v)
 }
 
-/// Outputs at least this large are backed by transparent huge pages where the kernel allows.
-const HUGE_PAGES_FROM: usize = 32 << 20;
-
-/// Like [`try_with_capacity`], for a large output buffer about to be filled once: asks the
-/// kernel for transparent huge pages (`ZARRPIPE_HUGE_PAGES=0` turns this off). On first
-/// touch each 4 KiB page costs a fault; a 1 GiB output takes 262,144 of them, measured at
-/// 1.3-1.6 s of CPU on a 2-core VM, against 0.3 s with 2 MiB pages.
+/// Like [`try_with_capacity`], for an output buffer about to be filled once: its pages are
+/// faulted in first, on all pool threads, with the page size that is cheap right now (see
+/// [`crate::first_touch`]). Call it on the decoding pool.
 pub fn try_output_buffer(len: usize, what: &str) -> Result<Vec<u8>> {
     let mut v = try_with_capacity(len, what)?;
-    if len >= HUGE_PAGES_FROM && huge_pages_enabled() {
-        advise_huge_pages(v.as_mut_ptr(), len);
-    }
+    // SAFETY: fresh capacity of `len` bytes that nothing has touched or shared yet.
+    unsafe { crate::first_touch::populate(v.as_mut_ptr(), len) };
     Ok(v)
 }
-
-fn huge_pages_enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var("ZARRPIPE_HUGE_PAGES").map_or(true, |v| v.trim() != "0"))
-}
-
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    const HUGE: usize = 2 << 20;
-    let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize + len) & !(HUGE - 1);
-    if end > start {
-        // SAFETY: the range lies inside an allocation we own and have not touched;
-        // MADV_HUGEPAGE only changes how the kernel backs it, never its contents.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_: *mut u8, _: usize) {}
 
 /// A fresh copy of `data`.
 pub fn try_copy(data: &[u8], what: &str) -> Result<Vec<u8>> {

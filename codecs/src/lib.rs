@@ -8,6 +8,7 @@ pub mod cache;
 pub mod decode;
 pub mod dtype;
 pub mod error;
+pub mod first_touch;
 pub mod harden;
 pub mod hierarchy;
 pub mod pipeline;

@@ -274,3 +274,7 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int:
     """How many threads decode."""
+
+def _first_touch_stats() -> dict[str, dict[str, float]]:
+    """What faulting in fresh output buffers has cost this process, per page size ("base",
+    "huge"): 2 MiB steps, slow steps (memory the host had to fault in) and seconds."""

@@ -1,0 +1,273 @@
+//! Faulting in a fresh output buffer before decoding into it: on every pool thread at once,
+//! 2 MiB at a time, each step backed by a huge page or by base pages, whichever the kernel
+//! currently supplies cheaply.
+//!
+//! Why (measured on 2-vCPU Firecracker VMs with free page reporting, see BENCHMARKS.md):
+//! a first touch costs ~0.25 ms per 2 MiB when the guest page is backed by the host, and
+//! ~4.5 ms when the guest hands out memory it had reported free to the hypervisor, whatever
+//! the page size. Huge pages come only from free blocks of 2 MiB and more, which are exactly
+//! the blocks reported to the host, while base pages come first from smaller free fragments,
+//! which are never reported. Which kind is backed depends on what ran before: after a long
+//! idle spell huge pages cost 1.2 s per GiB and base pages 0.16 s; right after a process that
+//! used huge pages exited, huge pages cost 0.06 s and base pages can cost 1-2 s. So each
+//! step is timed, and a slow step switches the rest of the buffer to the other page size
+//! unless that one was slower still. `MADV_POPULATE_WRITE` faults a whole step in one call,
+//! about 30 % cheaper than touching each page.
+//!
+//! `ZARRPIPE_HUGE_PAGES=0` always uses base pages, `=1` always huge pages; unset (or `auto`)
+//! chooses as above.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+/// The unit of the choice: one huge page on x86-64 and aarch64 (4 KiB base pages).
+const STEP: usize = 2 << 20;
+/// Steps per task: large enough that `madvise` calls are few, small enough to balance.
+const STEPS_PER_PART: usize = 32;
+/// A step slower than this met memory the host had to fault in (backed: ~0.25 ms).
+const SLOW_NANOS: u64 = 1_500_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Policy {
+    Base,
+    Huge,
+    Adaptive,
+}
+
+fn policy() -> Policy {
+    static POLICY: std::sync::OnceLock<Policy> = std::sync::OnceLock::new();
+    *POLICY.get_or_init(|| {
+        match std::env::var("ZARRPIPE_HUGE_PAGES")
+            .unwrap_or_default()
+            .trim()
+        {
+            "0" | "off" | "never" => Policy::Base,
+            "1" | "on" | "always" => Policy::Huge,
+            _ => Policy::Adaptive,
+        }
+    })
+}
+
+/// The page size of the next step (0 = base pages, 1 = huge pages) and what each cost when
+/// last tried.
+struct PageChooser {
+    mode: AtomicU8,
+    /// Nanoseconds the last step of each page size took (0 = not measured yet).
+    last_nanos: [AtomicU64; 2],
+    /// The step count when each page size was last measured.
+    last_step: [AtomicU64; 2],
+    steps: AtomicU64,
+}
+
+/// A page size not tried for this many steps is tried again after a slow step: which kind
+/// of memory the host has backed changes as other processes allocate and free.
+const STALE_STEPS: u64 = 32;
+
+impl PageChooser {
+    const fn new() -> Self {
+        Self {
+            mode: AtomicU8::new(1),
+            last_nanos: [AtomicU64::new(0), AtomicU64::new(0)],
+            last_step: [AtomicU64::new(0), AtomicU64::new(0)],
+            steps: AtomicU64::new(0),
+        }
+    }
+
+    fn mode(&self) -> u8 {
+        self.mode.load(Ordering::Relaxed)
+    }
+
+    /// Records a step's cost. A slow step switches page size, unless the other one was at
+    /// best half as slow when last tried, recently.
+    fn record(&self, mode: u8, nanos: u64) {
+        let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        let (m, o) = (mode as usize, 1 - mode as usize);
+        self.last_nanos[m].store(nanos, Ordering::Relaxed);
+        self.last_step[m].store(step, Ordering::Relaxed);
+        if nanos <= SLOW_NANOS {
+            return;
+        }
+        let other = self.last_nanos[o].load(Ordering::Relaxed);
+        let stale = step - self.last_step[o].load(Ordering::Relaxed).min(step) > STALE_STEPS;
+        if other == 0 || other < nanos / 2 || stale {
+            let _ =
+                self.mode
+                    .compare_exchange(mode, 1 - mode, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Kept across reads, so a process starts each buffer with what worked last.
+static CHOOSER: PageChooser = PageChooser::new();
+
+/// What first touches have cost this process, per page size (index 0 base, 1 huge).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FirstTouchStats {
+    /// 2 MiB steps faulted in.
+    pub steps: [u64; 2],
+    /// Of those, steps slower than the threshold (memory the host had to fault in).
+    pub slow_steps: [u64; 2],
+    /// Time spent faulting, in nanoseconds (summed over threads).
+    pub nanos: [u64; 2],
+}
+
+static STEPS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static SLOW_STEPS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static NANOS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Counters of every first touch so far in this process (for benchmarks and diagnosis).
+#[must_use]
+pub fn stats() -> FirstTouchStats {
+    let load = |a: &[AtomicU64; 2]| [0, 1].map(|i| a[i].load(Ordering::Relaxed));
+    FirstTouchStats {
+        steps: load(&STEPS),
+        slow_steps: load(&SLOW_STEPS),
+        nanos: load(&NANOS),
+    }
+}
+
+fn count(mode: u8, nanos: u64) {
+    let m = mode as usize;
+    STEPS[m].fetch_add(1, Ordering::Relaxed);
+    NANOS[m].fetch_add(nanos, Ordering::Relaxed);
+    if nanos > SLOW_NANOS {
+        SLOW_STEPS[m].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Faults in `len` bytes at `ptr` on the current rayon pool, for an output buffer about to
+/// be filled once. Small buffers are left to fault as they are written.
+///
+/// # Safety
+/// `ptr..ptr + len` must be memory this caller owns, not yet initialised and not yet shared
+/// with any other thread; its contents after the call are unspecified (zero or untouched).
+pub unsafe fn populate(ptr: *mut u8, len: usize) {
+    if len < 16 * STEP || !cfg!(target_os = "linux") {
+        return;
+    }
+    let start = (ptr as usize).next_multiple_of(STEP);
+    let end = (ptr as usize + len) & !(STEP - 1);
+    let policy = policy();
+    let initial = match policy {
+        Policy::Base => 0,
+        Policy::Huge => 1,
+        Policy::Adaptive => CHOOSER.mode(),
+    };
+    // SAFETY: the range is inside the caller's allocation (contract above).
+    unsafe { sys::advise(start, end - start, initial == 1) };
+    let parts = (end - start).div_ceil(STEP * STEPS_PER_PART);
+    (0..parts).into_par_iter().for_each(|part| {
+        let from = start + part * STEP * STEPS_PER_PART;
+        let to = (from + STEP * STEPS_PER_PART).min(end);
+        let mut advised = initial;
+        let mut at = from;
+        while at < to {
+            let mode = if policy == Policy::Adaptive {
+                CHOOSER.mode()
+            } else {
+                initial
+            };
+            if mode != advised {
+                // SAFETY: the rest of this part, inside the caller's allocation.
+                unsafe { sys::advise(at, to - at, mode == 1) };
+                advised = mode;
+            }
+            let clock = Instant::now();
+            // SAFETY: one step inside the caller's allocation, touched by this task only.
+            unsafe { sys::fault_in(at, STEP) };
+            let nanos = u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            count(mode, nanos);
+            if policy == Policy::Adaptive {
+                CHOOSER.record(mode, nanos);
+            }
+            at += STEP;
+        }
+    });
+    // The unaligned head and tail (under 2 MiB each) fault as they are written.
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Cleared when the kernel lacks `MADV_POPULATE_WRITE` (before Linux 5.14).
+    static POPULATE_WORKS: AtomicBool = AtomicBool::new(true);
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+    /// Asks for huge or base pages over `addr..addr + len` (page-aligned).
+    pub unsafe fn advise(addr: usize, len: usize, huge: bool) {
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: caller's range; the advice changes how pages are backed, never contents.
+        // Failure (THP compiled out) leaves the default, which is still correct.
+        unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) };
+    }
+
+    /// Allocates the pages of `addr..addr + len` now, writable.
+    pub unsafe fn fault_in(addr: usize, len: usize) {
+        if POPULATE_WORKS.load(Ordering::Relaxed) {
+            // SAFETY: caller's range. POPULATE_WRITE maps zeroed pages, as a write would.
+            let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
+            if rc == 0 {
+                return;
+            }
+            POPULATE_WORKS.store(false, Ordering::Relaxed);
+        }
+        for page in (addr..addr + len).step_by(4096) {
+            // SAFETY: inside the caller's range, which nobody else reads or writes yet;
+            // the byte's value does not matter (it is overwritten by the decode).
+            unsafe { std::ptr::write_volatile(page as *mut u8, 0) };
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    pub unsafe fn advise(_: usize, _: usize, _: bool) {}
+    pub unsafe fn fault_in(_: usize, _: usize) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_step_switches_page_size_unless_the_other_was_slower() {
+        let c = PageChooser::new();
+        c.record(1, 200_000);
+        assert_eq!(c.mode(), 1, "fast huge pages stay");
+        c.record(1, 4_500_000);
+        assert_eq!(c.mode(), 0, "untried base pages are tried");
+        c.record(0, 5_000_000);
+        assert_eq!(
+            c.mode(),
+            0,
+            "huge pages were not at least twice as fast: stay"
+        );
+        c.record(1, 300_000);
+        c.record(0, 5_000_000);
+        assert_eq!(c.mode(), 1, "back to the cheaper one");
+        c.record(1, 5_000_000);
+        assert_eq!(c.mode(), 1, "base pages were as slow just now: stay");
+        for _ in 0..STALE_STEPS {
+            c.record(1, 300_000);
+        }
+        c.record(1, 6_000_000);
+        assert_eq!(c.mode(), 0, "base pages not tried for a while: try again");
+    }
+
+    #[test]
+    fn populated_memory_is_writable_and_kept() {
+        let len = 40 << 20;
+        let mut v: Vec<u8> = Vec::with_capacity(len);
+        // SAFETY: fresh capacity of `len` bytes, untouched and unshared.
+        unsafe { populate(v.as_mut_ptr(), len) };
+        v.resize(len, 7);
+        assert!(v.iter().all(|&b| b == 7));
+    }
+}
