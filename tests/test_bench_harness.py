@@ -405,6 +405,8 @@ def test_cold_without_permission_skips_every_row_with_the_reason(data_dir, tmp_p
     text = report.text(rep)
     assert f"COLD CACHE: every row skipped: {r['reason']}" in text
     assert f"zarrpipe skipped (all rows): {r['reason']}" in text
+    paths = report.write(rep, str(tmp_path / "out"))
+    assert paths["chart"].endswith("no chart") or "no chart (" in paths["chart"]
 
 
 def test_cli_bench_options():

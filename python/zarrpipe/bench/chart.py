@@ -23,6 +23,8 @@ def chart(report: dict, path: str) -> str | None:
         return "matplotlib is not installed: no chart (pip install 'zarrpipe[bench]')"
     seen = {r["implementation"] for r in report["rows"] if r["status"] != "skipped"}
     impls = [i for i in report["implementations"] if i in seen]
+    if not impls:
+        return "every row was skipped: no chart"
     datasets = list(report["datasets"])
     fig, axes = plt.subplots(
         len(datasets), 1, figsize=(11, 2.8 * len(datasets) + 0.6), squeeze=False
@@ -89,10 +91,13 @@ def chart(report: dict, path: str) -> str | None:
         frameon=False,
     )
     m = report["meta"]
-    fresh = f", {m['fresh_processes']} fresh processes" if m.get("fresh_processes") else ""
+    in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
+    medians = [f"of {m['repeats']} runs"] if in_process else []
+    if m.get("fresh_processes"):
+        medians.append(f"of {m['fresh_processes']} fresh processes ('all (fresh)')")
     cold = ", cold cache" if m.get("cold") else ""
     fig.suptitle(
-        f"zarrpipe bench: decoded MB/s, median of {m['repeats']}{fresh} (bars: slowest to "
+        f"zarrpipe bench: decoded MB/s, median {' / '.join(medians)} (bars: slowest to "
         f"fastest run; {m['size']} mode, {m['threads']} decode threads{cold})",
         y=0.995,
         fontsize=9,

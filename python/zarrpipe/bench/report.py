@@ -254,10 +254,15 @@ def _limit_lines(report: dict) -> list[str]:
 
 def _header_lines(report: dict) -> list[str]:
     m = report["meta"]
+    in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
+    runs = (
+        f"{m['repeats']} repeats after {m['warmup']} warm-up"
+        if in_process
+        else "no in-process rows"
+    )
     lines = [
         f"{m['date']}  {m['platform']}  python {m['python']}  {m['cpus']} CPUs, "
-        f"{m['threads']} decode threads, {m['repeats']} repeats after {m['warmup']} "
-        f"warm-up, size {m['size']}"
+        f"{m['threads']} decode threads, {runs}, size {m['size']}"
     ]
     if m.get("cold"):
         lines.append(
