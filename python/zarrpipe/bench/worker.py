@@ -165,7 +165,8 @@ def measure(params: dict) -> dict:
                 try:
                     pagecache.drop(params.get("drop_caches_path"))
                 except OSError as e:
-                    return {**result, "status": "skipped", "reason": f"cold cache: {e}"}
+                    why = f"cold cache: cannot drop the page cache: {type(e).__name__}: {e}"
+                    return {**result, "status": "skipped", "reason": why}
             before = rss.start()
             t0 = time.perf_counter()
             try:
