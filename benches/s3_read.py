@@ -1,31 +1,40 @@
-"""Reads a ~256 MiB sharded array from a local S3 server (moto, started here) with
-zarrpipe and with zarr-python (default pipeline, zarrpipe's pipeline, zarrs' pipeline),
-and reports time, throughput and the number of requests each made.
+"""Reads a ~256 MiB sharded array from a local S3 server (moto, started here) over a slow
+network (a delaying proxy in its own process: 20 ms per request, 1000 Mbit/s per request by
+default) with zarrpipe and with zarr-python (default pipeline, zarrpipe's pipeline, zarrs'
+pipeline, each over an obstore-backed zarr ObjectStore), and reports the time (min, median,
+max over the repeats), throughput and the requests each read made.
 
-    python benches/s3_read.py [--mib 256] [--repeats 2]
+    python benches/s3_read.py [--mib 256] [--repeats 3] [--latency-ms 20] [--bandwidth-mbps 1000]
 
-Requests are counted by zarrpipe itself (Store.request_counts) and, for zarr-python, by
-zarr's LoggingStore around an obstore ObjectStore. moto is a Python server on this machine,
-so absolute throughput is moto's; the request counts and the ratios are the point.
+Every read opens the array (metadata included) and reads all of it; every result is compared
+with the source. The readers take turns, round by round, after one untimed round. Requests are
+counted by the proxy, the same way for every reader (zarrpipe's own count is shown beside).
+moto is a Python server on this machine, so without the proxy absolute throughput is moto's;
+with it, the latency and the bandwidth cap dominate, as on a real network.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from delaying_proxy import proxy_process
 from remote_servers import moto_s3, upload_dir
 
 BUCKET = "bench"
 KEYS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "aws_region": "us-east-1"}
+Read = Callable[[], tuple[np.ndarray, int | None, str]]  # -> (array, own request count, note)
 
 
 def write_dataset(root: Path, mib: int) -> np.ndarray:
@@ -35,7 +44,8 @@ def write_dataset(root: Path, mib: int) -> np.ndarray:
     x = np.linspace(0, 1, 512, dtype=np.float32)[None, None, :]
     rng = np.random.default_rng(0)
     data = 2000 + 800 * np.sin(6 * z) * np.cos(5 * y) + 600 * np.sin(4 * x + 3 * z)
-    data = (data + rng.normal(0, 25, size=(depth, 512, 512))).astype(np.uint16)
+    data += 25 * rng.standard_normal((depth, 512, 512), dtype=np.float32)
+    data = data.astype(np.uint16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = zarr.create_array(
@@ -55,14 +65,11 @@ def obstore_store(endpoint: str):
     )  # fmt: skip
 
 
-def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int, str]:
-    from zarr.storage import LoggingStore, ObjectStore
+def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int | None, str]:
+    from zarr.storage import ObjectStore
 
     ours = pipeline == "zarrpipe.CodecPipeline"
-    objects = ObjectStore(obstore_store(endpoint), read_only=True)
-    # zarrpipe's pipeline fetches an ObjectStore's chunks itself (and counts its requests);
-    # a LoggingStore around it would hide the ObjectStore, so it is not wrapped.
-    store = objects if ours else LoggingStore(objects, log_level="WARNING")
+    store = ObjectStore(obstore_store(endpoint), read_only=True)
     config = {"codec_pipeline.path": pipeline} if pipeline else {}
     with warnings.catch_warnings(record=True) as caught, zarr.config.set(config):
         warnings.simplefilter("always")
@@ -71,69 +78,146 @@ def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int, str
             from zarrpipe import pipeline as zp
 
             zp._REMOTE_STORES.clear()
-        else:
-            store.counter.clear()
         out = arr[...]
         note = "; ".join(sorted({str(w.message)[:80] for w in caught}))
-    if ours:
-        counts = [s.request_counts() for s in zp._REMOTE_STORES.values()]
-        requests = sum(c["gets"] + c["heads"] for c in counts)
-        note = note or "chunks fetched by zarrpipe (Rust); metadata by zarr-python"
-    else:
-        requests = sum(n for name, n in store.counter.items() if name.startswith("get"))
-    return out, requests, note
+    if not ours:
+        return out, None, note
+    counts = [s.request_counts() for s in zp._REMOTE_STORES.values()]
+    note = note or "chunks fetched by zarrpipe (Rust); metadata by zarr-python"
+    return out, sum(c["gets"] + c["heads"] for c in counts), note
 
 
-def zarrpipe_read(endpoint: str) -> tuple[np.ndarray, int, str]:
+def zarrpipe_read(endpoint: str) -> tuple[np.ndarray, int | None, str]:
     import zarrpipe
 
     options = {"aws_endpoint": endpoint, "allow_http": "true", **KEYS}
     store = zarrpipe.Store(f"s3://{BUCKET}/data.zarr", options=options)
     store.open_array("")
-    before = store.request_counts()
     out = np.from_dlpack(store.read("").into_dlpack())
-    after = store.request_counts()
-    return out, after["gets"] + after["heads"] - before["gets"] - before["heads"], ""
+    counts = store.request_counts()
+    return out, counts["gets"] + counts["heads"], ""
+
+
+def readers(endpoint: str) -> dict[str, Read]:
+    return {
+        "zarrpipe (Store)": lambda: zarrpipe_read(endpoint),
+        "zarr + zarrpipe pipeline": lambda: zarr_read(endpoint, "zarrpipe.CodecPipeline"),
+        "zarr (default pipeline)": lambda: zarr_read(endpoint, None),
+        "zarr + zarrs pipeline": lambda: zarr_read(endpoint, "zarrs.ZarrsCodecPipeline"),
+    }
+
+
+def measure(read: Read, data: np.ndarray, stats: Callable[[], dict] | None) -> dict:
+    """One timed read: seconds, requests through the proxy, the reader's own count."""
+    before = stats() if stats else None
+    t0 = time.perf_counter()
+    out, own, note = read()
+    seconds = time.perf_counter() - t0
+    after = stats() if stats else None
+    if not np.array_equal(out, data):
+        raise AssertionError("wrong values")
+    got = {"seconds": seconds, "own_requests": own, "note": note}
+    if before and after:
+        got["requests"] = after["requests"] - before["requests"]
+        got["mib"] = (after["body_bytes"] - before["body_bytes"]) / 2**20
+    return got
+
+
+def rounds(todo: dict[str, Read], data, stats, repeats: int, warmup: int) -> dict[str, dict]:
+    """The readers take turns, round by round; one that fails leaves with the reason."""
+    results: dict[str, dict] = {name: {"runs": []} for name in todo}
+    for r in range(warmup + repeats):
+        for name, read in todo.items():
+            if "error" in results[name]:
+                continue
+            try:
+                run = measure(read, data, stats)
+            except Exception as e:  # a reader that cannot do it is reported, not fatal
+                results[name]["error"] = f"{type(e).__name__}: {e}"[:160]
+                continue
+            if r >= warmup:
+                results[name]["runs"].append(run)
+    return results
+
+
+def table(results: dict[str, dict], nbytes: int) -> list[str]:
+    head = (f"{'reader':26s} {'min s':>7s} {'median s':>8s} {'max s':>7s} {'MB/s':>6s} "
+            f"{'requests':>8s} {'own count':>9s} {'MiB sent':>8s}  notes")  # fmt: skip
+    lines = [head, "-" * len(head)]
+    for name, res in results.items():
+        if "error" in res:
+            lines.append(f"{name:26s} failed: {res['error']}")
+            continue
+        s = [r["seconds"] for r in res["runs"]]
+        res.update(min_s=min(s), median_s=statistics.median(s), max_s=max(s))
+        res["mb_s"] = nbytes / 1e6 / res["median_s"]
+        last = res["runs"][-1]
+        req = "/".join(sorted({str(r.get("requests", "-")) for r in res["runs"]}))
+        own = "-" if last["own_requests"] is None else str(last["own_requests"])
+        mib = f"{last['mib']:.1f}" if "mib" in last else "-"
+        lines.append(
+            f"{name:26s} {res['min_s']:7.2f} {res['median_s']:8.2f} {res['max_s']:7.2f} "
+            f"{res['mb_s']:6.0f} {req:>8s} {own:>9s} {mib:>8s}  {last['note']}"
+        )
+    ok = {n: r for n, r in results.items() if "median_s" in r}
+    zp = ok.get("zarrpipe (Store)")
+    others = {n: r for n, r in ok.items() if "zarrpipe" not in n}
+    if zp and others:
+        who = min(others, key=lambda n: others[n]["median_s"])
+        ratio = others[who]["median_s"] / zp["median_s"]
+        lines.append(f"zarrpipe (Store) / fastest other reader by median: {ratio:.2f}x (vs {who})")
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--mib", type=int, default=256, help="array size (default 256 MiB)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds (default 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="per request (default 20)")
+    parser.add_argument(
+        "--bandwidth-mbps", type=float, default=1000.0,
+        help="cap per request (response body), Mbit/s; 0 = none (default 1000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--link-mbps", type=float, default=0.0,
+        help="cap on all responses together, Mbit/s; 0 = none (default)",
+    )  # fmt: skip
+    parser.add_argument("--direct", action="store_true", help="no proxy: read moto directly")
+    parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, moto_s3() as endpoint:
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    with tempfile.TemporaryDirectory() as tmp, moto_s3() as moto:
         root = Path(tmp) / "data.zarr"
         data = write_dataset(root, args.mib)
-        upload_dir(endpoint, BUCKET, root, "data.zarr")
+        upload_dir(moto, BUCKET, root, "data.zarr")  # directly: the upload is not measured
         print(f"dataset: {data.shape} uint16 ({data.nbytes / 2**20:.0f} MiB), chunks 64^3 in "
-              f"shards (128, 256, 256), zstd; moto S3 at {endpoint}")  # fmt: skip
-        readers = {
-            "zarrpipe (Store)": lambda: zarrpipe_read(endpoint),
-            "zarr + zarrpipe pipeline": lambda: zarr_read(endpoint, "zarrpipe.CodecPipeline"),
-            "zarr (default pipeline)": lambda: zarr_read(endpoint, None),
-            "zarr + zarrs pipeline": lambda: zarr_read(endpoint, "zarrs.ZarrsCodecPipeline"),
-        }
-        print(f"{'reader':28s} {'best s':>8s} {'MB/s':>8s} {'requests':>9s}  notes")
-        for name, read in readers.items():
-            best, requests, note = float("inf"), 0, ""
-            try:
-                for _ in range(args.repeats):
-                    t0 = time.perf_counter()
-                    out, requests, note = read()
-                    best = min(best, time.perf_counter() - t0)
-                    if not np.array_equal(out, data):
-                        raise AssertionError("wrong values")
-            except Exception as e:  # a reader that cannot do it is reported, not fatal
-                print(
-                    f"{name:28s} {'-':>8s} {'-':>8s} {'-':>9s}  failed: {type(e).__name__}: {e}"[
-                        :160
-                    ]
-                )
-                continue
-            mbs = data.nbytes / 1e6 / best
-            print(f"{name:28s} {best:8.2f} {mbs:8.0f} {requests:9d}  {note}")
+              f"shards (128, 256, 256), zstd; moto S3 at {moto}")  # fmt: skip
+        if args.direct:
+            network, proxy = "no proxy (moto directly)", None
+        else:
+            network = (f"delaying proxy: {args.latency_ms:g} ms per request, "
+                       f"{args.bandwidth_mbps:g} Mbit/s per request, link "
+                       f"{args.link_mbps:g} Mbit/s (0 = no cap)")  # fmt: skip
+            proxy = proxy_process(moto, args.latency_ms, args.bandwidth_mbps, args.link_mbps)
+        print(f"network: {network}; {args.repeats} timed rounds after {args.warmup} untimed")
+        if proxy is None:
+            results = rounds(readers(moto), data, None, args.repeats, args.warmup)
+        else:
+            with proxy as (endpoint, stats):
+                results = rounds(readers(endpoint), data, stats, args.repeats, args.warmup)
+        print("\n".join(table(results, data.nbytes)))
+        print(
+            "requests: counted by the proxy for each timed read (metadata included); own "
+            "count: zarrpipe's Store.request_counts() (chunk data only under zarr-python)"
+        )
+    if args.json:
+        meta = {k: getattr(args, k) for k in ("mib", "repeats", "warmup", "latency_ms",
+                                              "bandwidth_mbps", "link_mbps", "direct")}  # fmt: skip
+        Path(args.json).write_text(json.dumps({"meta": meta, "readers": results}, indent=1))
     return 0
 
 

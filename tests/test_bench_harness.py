@@ -1,14 +1,16 @@
 """The benchmark harness itself (no timing): tiny datasets, checksum verification, and rows of
 wrong data reported as failures, never as numbers."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from zarrpipe.bench import adapters, checksum, datasets, report, runner, worker
+from zarrpipe.bench import adapters, checksum, datasets, decode_limit, report, runner, worker
 from zarrpipe.bench.adapters import Adapter, ZarrpipeAdapter
+from zarrpipe.cli import _parser
 from zarrpipe.cli import main as cli_main
 
 TINY = {"shape": (32, 32, 32), "chunks": (16, 16, 16), "inner": (8, 8, 8)}
@@ -39,6 +41,23 @@ class RaisingAdapter(ZarrpipeAdapter):
 
     def read_all(self):
         raise RuntimeError("deliberately broken")
+
+
+class CountingAdapter(ZarrpipeAdapter):
+    """zarrpipe's read-all that logs, per read, its process and whether the page cache was
+    "dropped" since the previous read (the fake drop_caches file holds "3"; it is emptied)."""
+
+    name = "counted"
+
+    def read_all(self):
+        drop = os.environ.get("BENCH_TEST_DROP_FILE")
+        dropped = False
+        if drop and os.path.exists(drop):
+            dropped = Path(drop).read_text() == "3\n"
+            Path(drop).write_text("")
+        with open(os.environ["BENCH_TEST_READ_LOG"], "a") as f:
+            f.write(f"{os.getpid()} {dropped}\n")
+        return super().read_all()
 
 
 class MissingAdapter(Adapter):
@@ -78,7 +97,7 @@ def bench_report(data_dir):
             ds,
             data_dir,
             implementations=names,
-            repeats=1,
+            repeats=2,
             threads=2,
             workloads=["all", "chunks-2t", "inner-batch"],
             timeout=120,
@@ -166,7 +185,12 @@ def test_correct_adapter_rows_pass_with_numbers(bench_report):
     assert [(r["dataset"], r["workload"]) for r in ok] == ROWS["zarrpipe"]
     for r in ok:
         assert r["status"] == "ok", r["reason"]
-        assert len(r["times_s"]) == 1 and len(r["warmup_s"]) == 1
+        assert (r["mode"], r["cache"]) == ("in-process", "warm")
+        assert len(r["times_s"]) == 2 and len(r["warmup_s"]) == 1
+        assert r["min_s"] == min(r["times_s"]) and r["max_s"] == max(r["times_s"])
+        assert r["min_s"] <= r["median_s"] <= r["max_s"]
+        assert r["spread"] == pytest.approx(r["max_s"] / r["min_s"])
+        assert r["mb_s_worst"] <= r["mb_s"] <= r["mb_s_best"]
         assert r["mb_s"] > 0 and r["rss"]["peak_mib"] > 0
         assert r["rss"]["peak_minus_before_mib"] >= r["rss"]["after_minus_before_mib"] >= 0 or (
             r["rss"]["after_minus_before_mib"] < 0  # freed memory can drop RSS below 'before'
@@ -180,7 +204,7 @@ def test_wrong_data_is_a_failure_never_a_number(bench_report, name):
     for r in measured:
         assert r["status"] == "failed"
         assert "checksum mismatch" in r["reason"]
-        for number in ("times_s", "min_s", "median_s", "mb_s", "mb_s_best", "rss"):
+        for number in ("times_s", "min_s", "median_s", "max_s", "spread", "mb_s", "rss"):
             assert number not in r
     text = report.text(bench_report)
     assert f"FAILED: {measured[0]['reason']}" in text
@@ -219,3 +243,181 @@ def test_cli_info(data_dir, capsys):
     assert cli_main(["info", root, "zstd"]) == 0
     assert "chunks:      (16, 16, 16)" in capsys.readouterr().out
     assert cli_main(["info", root, "nope"]) == 1
+
+
+def test_summarize_gives_the_spread_of_the_timed_runs():
+    def run(seconds, warmup=False):
+        return {
+            "warmup": warmup,
+            "seconds": seconds,
+            "rss_before": 0,
+            "rss_after": 0,
+            "rss_peak": 0,
+        }
+
+    result = {
+        "status": "ok",
+        "baseline_rss": 0,
+        "runs": [run(9.0, True), run(4.0), run(1.0), run(2.0)],
+    }
+    got = runner.summarize(8_000_000, result)
+    assert got["times_s"] == [4.0, 1.0, 2.0] and got["warmup_s"] == [9.0]
+    assert (got["min_s"], got["median_s"], got["max_s"], got["spread"]) == (1.0, 2.0, 4.0, 4.0)
+    assert (got["mb_s_worst"], got["mb_s"], got["mb_s_best"]) == (2.0, 4.0, 8.0)
+    assert runner.summarize(1, {"status": "failed", "reason": "x"}) == {}
+
+
+def test_decode_limit_of_each_compressed_dataset(bench_report):
+    limits = bench_report["decode_limits"]
+    assert set(limits) == {"zstd", "zstd-sharded"}
+    zstd, sharded = limits["zstd"], limits["zstd-sharded"]
+    assert zstd["status"] == "ok" and zstd["codec"].startswith("zstd")
+    assert (zstd["level"], zstd["chunks"], zstd["chunk_shape"]) == ("outer", 8, [16, 16, 16])
+    assert (sharded["level"], sharded["chunks"], sharded["chunk_shape"]) == ("inner", 64, [8] * 3)
+    for lim in (zstd, sharded):
+        assert lim["decoded_bytes"] == 32**3 * 2 and len(lim["seconds"]) == 3
+        assert lim["limit_mb_s"] == pytest.approx(lim["single_thread_mb_s"] * os.cpu_count())
+        assert lim["method"] == decode_limit.METHOD
+    text = report.text(bench_report)
+    assert "decode limit zstd-sharded: zstd (numcodecs Zstd), 64 chunks of (8, 8, 8)" in text
+    assert f"decode limit, how: {decode_limit.METHOD}" in text
+    headers, rows = report._pivot_rows(bench_report)
+    assert headers[-2:] == ["decode limit", "zarrpipe / limit"]
+    zstd_all = next(r for r in rows if r[:2] == ["zstd", "all"])
+    assert zstd_all[-2] == f"{zstd['limit_mb_s']:.0f}" and zstd_all[-1].endswith("%")
+
+
+def test_decode_limit_decodes_blosc_and_checks_what_it_decoded(data_dir):
+    blosc = datasets.open_dataset(data_dir, "blosc")
+    got = decode_limit.measure(blosc, repeats=1)
+    assert got["codec"].startswith("blosc") and got["chunks"] == 8
+    assert decode_limit.compressor(datasets.open_dataset(data_dir, "uncompressed")) is None
+    sums = {**blosc.checksums, "outer": {**blosc.checksums["outer"], "1,0,1": "0" * 32}}
+    with pytest.raises(ValueError, match=r"blosc: decoded chunk \(1, 0, 1\) differs"):
+        decode_limit.measure(dataclasses.replace(blosc, checksums=sums), repeats=1)
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """Registers the counting and the raising adapters; yields the read log's path."""
+    log = tmp_path / "reads.log"
+    monkeypatch.setenv("BENCH_TEST_READ_LOG", str(log))
+    for cls in (CountingAdapter, RaisingAdapter):
+        adapters.register(cls.name, cls)
+    yield log
+    for cls in (CountingAdapter, RaisingAdapter):
+        adapters.unregister(cls.name)
+
+
+def reads(log: Path) -> list[tuple[int, bool]]:
+    lines = [line.split() for line in log.read_text().splitlines()]
+    return [(int(pid), dropped == "True") for pid, dropped in lines]
+
+
+def test_fresh_processes_one_read_each_round_robin(data_dir, counted):
+    ds = [datasets.open_dataset(data_dir, "zstd")]
+    rep = runner.run(
+        ds,
+        data_dir,
+        implementations=["zarrpipe", "counted", "raising"],
+        workloads=[],
+        fresh_processes=3,
+        threads=2,
+        timeout=120,
+        decode_limits=False,
+    )
+    assert rep["meta"]["fresh_processes"] == 3 and rep["decode_limits"] == {}
+    by = {r["implementation"]: r for r in rep["rows"]}
+    assert set(by) == {"zarrpipe", "counted", "raising"}  # no in-process rows
+    for name in ("zarrpipe", "counted"):
+        r = by[name]
+        assert (r["status"], r["mode"], r["workload"]) == ("ok", "fresh-process", "all")
+        assert len(r["times_s"]) == 3 and len(r["warmup_s"]) == 1
+        assert [p["round"] for p in r["processes"]] == [0, 1, 2, 3]
+        assert r["min_s"] <= r["median_s"] <= r["max_s"]
+    # Every read in its own process, the counted one read exactly once there (no warm-up).
+    log = reads(counted)
+    assert [pid for pid, _ in log] == [p["pid"] for p in by["counted"]["processes"]]
+    pids = [p["pid"] for n in ("zarrpipe", "counted") for p in by[n]["processes"]]
+    assert len(set(pids)) == 8
+    # Round robin: zarrpipe and counted alternate, round by round.
+    order = sorted((p["seq"], n) for n in ("zarrpipe", "counted") for p in by[n]["processes"])
+    assert [n for _, n in order] == ["zarrpipe", "counted"] * 4
+    raising = by["raising"]
+    assert raising["status"] == "failed" and raising["processes"] == []
+    assert raising["reason"].startswith("warm-up process: RuntimeError: deliberately broken")
+    assert "times_s" not in raising and "mb_s" not in raising
+    text = report.text(rep)
+    assert report.FRESH_TITLE in text and "Every measured row" not in text
+    zp = next(line for line in text.splitlines() if line.split()[:2] == ["zstd", "zarrpipe"])
+    assert f"{by['zarrpipe']['spread']:.2f}x" in zp and zp.rstrip().endswith("ok")
+
+
+def test_cold_drops_the_cache_before_every_timed_read(data_dir, counted, tmp_path, monkeypatch):
+    drop = tmp_path / "drop_caches"
+    monkeypatch.setenv("BENCH_TEST_DROP_FILE", str(drop))
+    ds = [datasets.open_dataset(data_dir, "zstd")]
+    rep = runner.run(
+        ds,
+        data_dir,
+        implementations=["counted"],
+        workloads=["all"],
+        repeats=2,
+        fresh_processes=2,
+        cold=True,
+        drop_caches_path=str(drop),
+        threads=2,
+        timeout=120,
+        decode_limits=False,
+    )
+    assert rep["meta"]["cold"] is True and rep["meta"]["cold_skipped"] is None
+    in_process, fresh = rep["rows"]
+    assert (in_process["mode"], fresh["mode"]) == ("in-process", "fresh-process")
+    for r in (in_process, fresh):
+        assert r["status"] == "ok" and r["cache"] == "cold" and len(r["times_s"]) == 2
+    # in-process: warm-up, timed, timed; fresh: the warm-up process, then 2 timed processes.
+    # (The first read sees the one drop the runner makes to find out whether it can.)
+    assert [dropped for _, dropped in reads(counted)] == [True, True, True, False, True, True]
+    assert "the page cache was dropped" in report.text(rep)
+
+
+def test_cold_without_permission_skips_every_row_with_the_reason(data_dir, tmp_path):
+    drop = str(tmp_path / "no-such-dir" / "drop_caches")
+    ds = [datasets.open_dataset(data_dir, "zstd")]
+    rep = runner.run(
+        ds,
+        data_dir,
+        implementations=["zarrpipe"],
+        workloads=["all", "chunks"],
+        fresh_processes=2,
+        cold=True,
+        drop_caches_path=drop,
+        threads=2,
+        timeout=120,
+        decode_limits=False,
+    )
+    assert len(rep["rows"]) == 3
+    for r in rep["rows"]:
+        assert r["status"] == "skipped" and "times_s" not in r
+        assert r["reason"].startswith("cold cache: cannot drop the page cache")
+        assert drop in r["reason"] and "FileNotFoundError" in r["reason"]
+    assert rep["meta"]["cold_skipped"] == r["reason"]
+    text = report.text(rep)
+    assert f"COLD CACHE: every row skipped: {r['reason']}" in text
+    assert f"zarrpipe skipped (all rows): {r['reason']}" in text
+    paths = report.write(rep, str(tmp_path / "out"))
+    assert paths["chart"].endswith("no chart") or "no chart (" in paths["chart"]
+
+
+def test_cli_bench_options():
+    args = _parser().parse_args(
+        ["bench", "--fresh-processes", "10", "--cold", "--no-decode-limit", "--workloads", "none"]
+    )
+    assert (args.fresh_processes, args.cold, args.decode_limit) == (10, True, False)
+    assert args.workloads == ["none"]
+    defaults = _parser().parse_args(["bench"])
+    assert (defaults.fresh_processes, defaults.cold, defaults.decode_limit) == (0, False, True)
+    with pytest.raises(SystemExit, match="--workloads none measures nothing"):
+        cli_main(["bench", "--workloads", "none"])
+    with pytest.raises(SystemExit, match="--fresh-processes must be 0"):
+        cli_main(["bench", "--fresh-processes", "-1"])

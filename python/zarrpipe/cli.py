@@ -43,8 +43,35 @@ def _parser() -> argparse.ArgumentParser:
         metavar="A,B",
         help="implementations to measure (default: all; see --list)",
     )
-    b.add_argument("--workloads", type=_csv, metavar="A,B", help="workloads (default: all)")
+    b.add_argument(
+        "--workloads",
+        type=_csv,
+        metavar="A,B",
+        help="workloads (default: all; 'none' for no in-process rows, e.g. with --fresh-processes)",
+    )
     b.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up")
+    b.add_argument(
+        "--fresh-processes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure read-all with N timed reads per implementation and dataset, each "
+        "in its own new process (no warm-up read inside it), implementations taking turns "
+        "round by round (default 0: off)",
+    )
+    b.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop the page cache (sync; 3 > /proc/sys/vm/drop_caches) before every timed "
+        "read, so data come from the disk; needs root, otherwise every row is skipped",
+    )
+    b.add_argument(
+        "--no-decode-limit",
+        dest="decode_limit",
+        action="store_false",
+        help="do not measure the single-thread decode throughput of each compressed "
+        "dataset's codec (the 'decode limit' column)",
+    )
     b.add_argument(
         "--data-dir",
         help="where the datasets are kept and reused "
@@ -74,12 +101,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _list(threads: int) -> int:
-    from zarrpipe.bench import adapters, runner
+    from zarrpipe.bench import adapters, spawn
     from zarrpipe.bench.datasets import SIZES, VARIANTS
     from zarrpipe.bench.workloads import WORKLOADS
 
     print("implementations:")
-    probed = runner.probe(list(adapters.REGISTRY.values()), threads)
+    probed = spawn.probe(list(adapters.REGISTRY.values()), threads)
     for name, spec in adapters.REGISTRY.items():
         info = probed[spec]
         state = info.get("version") if info.get("available") else f"skipped: {info.get('reason')}"
@@ -101,6 +128,14 @@ def bench(args: argparse.Namespace) -> int:
         return _list(threads)
     if args.repeats < 1:
         raise SystemExit("zarrpipe bench: --repeats must be at least 1")
+    if args.fresh_processes < 0:
+        raise SystemExit("zarrpipe bench: --fresh-processes must be 0 (off) or more")
+    if args.workloads == ["none"]:
+        args.workloads = []
+        if not args.fresh_processes:
+            raise SystemExit(
+                "zarrpipe bench: --workloads none measures nothing without --fresh-processes"
+            )
     from zarrpipe.bench.adapters import REGISTRY
     from zarrpipe.bench.workloads import WORKLOADS
 
@@ -134,6 +169,9 @@ def bench(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             progress=ProgressBar(),
             size=args.size,
+            fresh_processes=args.fresh_processes,
+            cold=args.cold,
+            decode_limits=args.decode_limit,
         )
     except ValueError as e:
         raise SystemExit(f"zarrpipe bench: {e}") from None

@@ -1,4 +1,4 @@
-"""Turns a runner report into a terminal table, Markdown, JSON and a PNG bar chart."""
+"""Turns a runner report into a terminal table, Markdown and JSON (the chart is in `chart`)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,34 @@ LONG_HEADERS = [
     "implementation",
     "min s",
     "median s",
+    "max s",
+    "max/min",
     "MB/s",
     "best MB/s",
+    "of limit",
     "peak RSS MiB",
     "+peak MiB",
     "+after MiB",
     "others CPU",
     "status",
 ]
+FRESH_HEADERS = [
+    "dataset",
+    "implementation",
+    "reads",
+    "min s",
+    "median s",
+    "max s",
+    "slowest/fastest",
+    "MB/s",
+    "best MB/s",
+    "of limit",
+    "+peak MiB",
+    "others CPU",
+    "status",
+]
 BUSY = 0.10  # share of the CPUs used by other processes above which a row is flagged noisy
+OTHERS_EXCLUDED = ("zarrpipe", "zarr+zarrpipe")  # zarrpipe itself, not another project
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -31,13 +50,37 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0%}"
 
 
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _status(r: dict) -> str:
+    return "ok" if r["status"] == "ok" else f"FAILED: {r['reason']}"
+
+
+def limit_of(report: dict, dataset: str) -> float | None:
+    """The decode limit of a dataset in MB/s (single-thread decode x cores), None if none."""
+    lim = report.get("decode_limits", {}).get(dataset, {})
+    return lim.get("limit_mb_s") if lim.get("status") == "ok" else None
+
+
+def _of_limit(report: dict, r: dict) -> str:
+    lim = limit_of(report, r["dataset"])
+    return _pct(r["mb_s"] / lim) if lim and r.get("mb_s") else "-"
+
+
+def _measured(report: dict, mode: str) -> list[dict]:
+    return [
+        r
+        for r in report["rows"]
+        if r.get("mode", "in-process") == mode and r["status"] != "skipped"
+    ]
+
+
 def _long_rows(report: dict) -> list[list[str]]:
     rows = []
-    for r in report["rows"]:
-        if r["status"] == "skipped":
-            continue
+    for r in _measured(report, "in-process"):
         rss = r.get("rss", {})
-        status = "ok" if r["status"] == "ok" else f"FAILED: {r['reason']}"
         rows.append(
             [
                 r["dataset"],
@@ -45,16 +88,40 @@ def _long_rows(report: dict) -> list[list[str]]:
                 r["implementation"],
                 _num(r.get("min_s")),
                 _num(r.get("median_s")),
+                _num(r.get("max_s")),
+                _ratio(r.get("spread")),
                 _num(r.get("mb_s"), 0),
                 _num(r.get("mb_s_best"), 0),
+                _of_limit(report, r),
                 _num(rss.get("peak_mib"), 1),
                 _num(rss.get("peak_minus_before_mib"), 1),
                 _num(rss.get("after_minus_before_mib"), 1),
                 _pct(r.get("other_cpu")),
-                status,
+                _status(r),
             ]
         )
     return rows
+
+
+def _fresh_rows(report: dict) -> list[list[str]]:
+    return [
+        [
+            r["dataset"],
+            r["implementation"],
+            str(len(r.get("times_s", []))),
+            _num(r.get("min_s")),
+            _num(r.get("median_s")),
+            _num(r.get("max_s")),
+            _ratio(r.get("spread")),
+            _num(r.get("mb_s"), 0),
+            _num(r.get("mb_s_best"), 0),
+            _of_limit(report, r),
+            _num(r.get("rss", {}).get("peak_minus_before_mib"), 1),
+            _pct(r.get("other_cpu")),
+            _status(r),
+        ]
+        for r in _measured(report, "fresh-process")
+    ]
 
 
 def _implementations(report: dict) -> list[str]:
@@ -63,38 +130,54 @@ def _implementations(report: dict) -> list[str]:
     return [i for i in report["implementations"] if i in seen]
 
 
+def _cell(r: dict | None) -> str:
+    """Median MB/s and the range [slowest run - fastest run]."""
+    if r is None or r["status"] == "skipped":
+        return "-"
+    if r["status"] != "ok":
+        return "FAILED"
+    return f"{r['mb_s']:.0f} [{r['mb_s_worst']:.0f}-{r['mb_s_best']:.0f}]"
+
+
 def _pivot_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     impls = _implementations(report)
     cells: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
     for r in report["rows"]:
-        cells[(r["dataset"], r["workload"])][r["implementation"]] = r
+        if r.get("mode", "in-process") == "in-process":
+            cells[(r["dataset"], r["workload"])][r["implementation"]] = r
     headers = ["dataset", "workload", *impls]
-    if "zarrpipe" in impls and len(impls) > 1:
+    ratio = "zarrpipe" in impls and len(impls) > 1
+    if ratio:
         # zarr+zarrpipe is zarrpipe too: the ratio is against the other projects.
         headers.append("zarrpipe / best other project")
+    limits = any(limit_of(report, d) for d in report["datasets"])
+    if limits:
+        headers.append("decode limit")
+        if "zarrpipe" in impls:
+            headers.append("zarrpipe / limit")
     rows = []
     for (dataset, workload), by_impl in cells.items():
-        line = [dataset, workload]
-        for i in impls:
-            r = by_impl.get(i)
-            if r is None or r["status"] == "skipped":
-                line.append("-")
-            else:
-                line.append(f"{r['mb_s']:.0f}" if r["status"] == "ok" else "FAILED")
-        if headers[-1].startswith("zarrpipe /"):
-            zp = by_impl.get("zarrpipe", {}).get("mb_s")
+        line = [dataset, workload, *(_cell(by_impl.get(i)) for i in impls)]
+        if all(c == "-" for c in line[2:]):
+            continue
+        zp = by_impl.get("zarrpipe", {}).get("mb_s")
+        if ratio:
             others = [
                 (r["mb_s"], i)
                 for i, r in by_impl.items()
-                if i not in ("zarrpipe", "zarr+zarrpipe") and r["status"] == "ok"
+                if i not in OTHERS_EXCLUDED and r["status"] == "ok"
             ]
             if zp and others:
                 best, who = max(others)
                 line.append(f"{zp / best:.2f}x (vs {who})")
             else:
                 line.append("-")
-        if any(c not in ("-",) for c in line[2 : 2 + len(impls)]):
-            rows.append(line)
+        if limits:
+            lim = limit_of(report, dataset)
+            line.append(_num(lim, 0))
+            if "zarrpipe" in impls:
+                line.append(_pct(zp / lim) if zp and lim else "-")
+        rows.append(line)
     return headers, rows
 
 
@@ -102,8 +185,11 @@ def _skips(report: dict) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in report["rows"]:
         if r["status"] == "skipped":
-            groups[(r["implementation"], r["reason"])].append(f"{r['dataset']}/{r['workload']}")
-    total = defaultdict(int)
+            fresh = " (fresh processes)" if r.get("mode") == "fresh-process" else ""
+            groups[(r["implementation"], r["reason"])].append(
+                f"{r['dataset']}/{r['workload']}{fresh}"
+            )
+    total: dict[str, int] = defaultdict(int)
     for r in report["rows"]:
         total[r["implementation"]] += 1
     out = []
@@ -127,8 +213,10 @@ def _text_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _is_num(s: str) -> bool:
+    """A number, a percentage, a ratio, a number with its [range], or a placeholder."""
+    first = s.split(" ", 1)[0].rstrip("%x")
     try:
-        float(s.rstrip("%"))
+        float(first)
         return True
     except ValueError:
         return s in ("-", "FAILED")
@@ -143,13 +231,52 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _limit_lines(report: dict) -> list[str]:
+    lines = []
+    for name, lim in report.get("decode_limits", {}).items():
+        if lim.get("status") == "ok":
+            lines.append(
+                f"decode limit {name}: {lim['codec']}, {lim['chunks']} chunks of "
+                f"{tuple(lim['chunk_shape'])}: {lim['single_thread_mb_s']:.0f} MB/s in 1 thread "
+                f"(median of {len(lim['seconds'])} passes; best "
+                f"{lim['single_thread_mb_s_best']:.0f}) x {lim['cores']} cores = "
+                f"{lim['limit_mb_s']:.0f} MB/s"
+            )
+        elif lim.get("status") == "failed":
+            lines.append(f"decode limit {name}: FAILED: {lim.get('reason')}")
+    method = next(
+        (v["method"] for v in report.get("decode_limits", {}).values() if "method" in v), None
+    )
+    if method:
+        lines.append(f"decode limit, how: {method}")
+    return lines
+
+
 def _header_lines(report: dict) -> list[str]:
     m = report["meta"]
+    in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
+    runs = (
+        f"{m['repeats']} repeats after {m['warmup']} warm-up"
+        if in_process
+        else "no in-process rows"
+    )
     lines = [
         f"{m['date']}  {m['platform']}  python {m['python']}  {m['cpus']} CPUs, "
-        f"{m['threads']} decode threads, {m['repeats']} repeats after {m['warmup']} "
-        f"warm-up, size {m['size']}"
+        f"{m['threads']} decode threads, {runs}, size {m['size']}"
     ]
+    if m.get("cold"):
+        lines.append(
+            f"COLD CACHE: every row skipped: {m['cold_skipped']}"
+            if m.get("cold_skipped")
+            else "cold cache: the page cache was dropped (sync; 3 > /proc/sys/vm/drop_caches) "
+            "before every timed read"
+        )
+    if m.get("fresh_processes"):
+        lines.append(
+            f"fresh processes: read-all {m['fresh_processes']} times per implementation and "
+            "dataset, each read in its own new process (after one untimed round), the "
+            "implementations taking turns round by round"
+        )
     for name, d in report["datasets"].items():
         lines.append(
             f"dataset {name}: shape {tuple(d['shape'])} {d['dtype']}, chunks "
@@ -157,6 +284,7 @@ def _header_lines(report: dict) -> list[str]:
             + (f" (inner {tuple(d['inner'])})" if d["inner"] else "")
             + f", {d['nbytes'] / 2**20:.0f} MiB, ratio {d['ratio']:.2f}x"
         )
+    lines += _limit_lines(report)
     for name, i in report["implementations"].items():
         if i.get("available"):
             lines.append(f"{name}: {i['version']}")
@@ -171,19 +299,36 @@ def _header_lines(report: dict) -> list[str]:
     return lines
 
 
-def text(report: dict) -> str:
-    """The terminal report: throughput pivot, then every measured row, then the skips."""
+PIVOT_TITLE = (
+    "Throughput, MB/s: median [slowest run - fastest run] (decoded bytes / 1e6 / wall time)"
+)
+LONG_TITLE = (
+    "Every measured row (RSS: +peak = peak - RSS before the read, +after = RSS after - "
+    "before; the result itself is held, so both include the decoded size; of limit = MB/s "
+    "/ decode limit):"
+)
+FRESH_TITLE = (
+    "Read-all, one new process per timed read (MB/s by median; slowest/fastest = max s / min s):"
+)
+
+
+def _sections(report: dict, table) -> list[str]:
+    out = []
     headers, rows = _pivot_rows(report)
-    out = _header_lines(report)
-    out += [
-        "",
-        "Throughput, MB/s (decoded bytes / 1e6 / median wall time; higher is better):",
-        _text_table(headers, rows),
-        "",
-        "Every measured row (RSS: +peak = peak - RSS before the read, +after = RSS after - "
-        "before; the result itself is held, so both include the decoded size):",
-        _text_table(LONG_HEADERS, _long_rows(report)),
-    ]
+    if rows:
+        out += ["", PIVOT_TITLE + ":", "", table(headers, rows)]
+    long = _long_rows(report)
+    if long:
+        out += ["", LONG_TITLE, "", table(LONG_HEADERS, long)]
+    fresh = _fresh_rows(report)
+    if fresh:
+        out += ["", FRESH_TITLE, "", table(FRESH_HEADERS, fresh)]
+    return out
+
+
+def text(report: dict) -> str:
+    """The terminal report: throughput pivot, every measured row, fresh-process rows, skips."""
+    out = _header_lines(report) + _sections(report, _text_table)
     skips = _skips(report)
     if skips:
         out += ["", *skips]
@@ -191,97 +336,18 @@ def text(report: dict) -> str:
 
 
 def markdown(report: dict, title: str = "Results") -> str:
-    headers, rows = _pivot_rows(report)
-    out = [
-        f"### {title}",
-        "",
-        *[f"- {line}" for line in _header_lines(report)],
-        "",
-        "Throughput, MB/s (decoded bytes / 1e6 / median wall time):",
-        "",
-        _md_table(headers, rows),
-        "",
-        "All measured rows:",
-        "",
-        _md_table(LONG_HEADERS, _long_rows(report)),
-    ]
+    out = [f"### {title}", "", *[f"- {line}" for line in _header_lines(report)]]
+    out += _sections(report, _md_table)
     skips = _skips(report)
     if skips:
         out += ["", *[f"- {s}" for s in skips]]
     return "\n".join(out) + "\n"
 
 
-def chart(report: dict, path: str) -> str | None:
-    """Writes a PNG of MB/s per workload per implementation; returns why not, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed: no chart (pip install 'zarrpipe[bench]')"
-    impls = _implementations(report)
-    datasets = list(report["datasets"])
-    fig, axes = plt.subplots(
-        len(datasets), 1, figsize=(11, 2.8 * len(datasets) + 0.6), squeeze=False
-    )
-    width = 0.8 / max(len(impls), 1)
-    for ax, dataset in zip(axes[:, 0], datasets, strict=True):
-        rows = [r for r in report["rows"] if r["dataset"] == dataset]
-        workloads = list(dict.fromkeys(r["workload"] for r in rows))
-        for k, impl in enumerate(impls):
-            for x, w in enumerate(workloads):
-                r = next(
-                    (r for r in rows if r["workload"] == w and r["implementation"] == impl), None
-                )
-                pos = x - 0.4 + width * (k + 0.5)
-                if r and r["status"] == "ok":
-                    bars = ax.bar(pos, r["mb_s"], width, color=f"C{k}")
-                    ax.bar_label(bars, fmt="%.0f", fontsize=6, padding=1)
-                elif r and r["status"] == "failed":
-                    ax.text(
-                        pos,
-                        0,
-                        "FAILED",
-                        rotation=90,
-                        color="red",
-                        ha="center",
-                        va="bottom",
-                        fontsize=7,
-                    )
-            ax.bar(0, 0, 0, color=f"C{k}", label=impl)
-        ax.set_xticks(range(len(workloads)), workloads)
-        ax.set_ylabel("MB/s")
-        ax.margins(y=0.12)
-        ax.set_title(f"{dataset} ({report['datasets'][dataset]['ratio']:.2f}x)", fontsize=10)
-        ax.grid(axis="y", alpha=0.3)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    uniq = dict(zip(labels, handles, strict=True))
-    top = 1 - 0.6 / fig.get_figheight()
-    fig.legend(
-        uniq.values(),
-        uniq.keys(),
-        loc="upper center",
-        ncol=len(uniq),
-        fontsize=8,
-        bbox_to_anchor=(0.5, top + 0.3 / fig.get_figheight()),
-        frameon=False,
-    )
-    m = report["meta"]
-    fig.suptitle(
-        f"zarrpipe bench: decoded MB/s, median of {m['repeats']} ({m['size']} mode, "
-        f"{m['threads']} decode threads)",
-        y=0.995,
-        fontsize=9,
-    )
-    fig.tight_layout(rect=(0, 0, 1, top))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
-
-
 def write(report: dict, out_dir: str) -> dict[str, str]:
     """Writes results.json, results.md and throughput.png; returns {kind: path or message}."""
+    from zarrpipe.bench.chart import chart
+
     os.makedirs(out_dir, exist_ok=True)
     paths = {
         "json": os.path.join(out_dir, "results.json"),

@@ -1,113 +1,34 @@
-"""Spawns one fresh worker process per measurement and aggregates their results into a report."""
+"""Measures every row of a benchmark run, each in fresh worker processes, and aggregates the
+results into one report (rows, decode limits, what was installed, how it was measured)."""
 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
-import resource
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 
-from zarrpipe.bench import adapters, checksum
+from zarrpipe.bench import adapters, checksum, pagecache
 from zarrpipe.bench.datasets import Dataset
+from zarrpipe.bench.spawn import OthersCpu, probe, spawn
 from zarrpipe.bench.workloads import THREADS, WORKLOADS
 
 MB = 1e6  # throughput is decoded bytes / 1e6 / seconds
 MIB = 2**20
-Progress = Callable[[str], None]
+Progress = Callable[[int, int, str], None]
 
-
-def _died_at_import(rc: int, stderr: str) -> bool:
-    """A crash that looks like the extension being rebuilt under us (worth one retry)."""
-    return rc == -signal.SIGBUS or "ImportError" in stderr or "ModuleNotFoundError" in stderr
-
-
-def spawn(params: dict, threads: int, timeout: float, retries: int = 1) -> dict:
-    """Runs the worker in a fresh interpreter; its JSON result, or a 'failed' result."""
-    env = dict(os.environ, ZARRPIPE_NUM_THREADS=str(threads), RAYON_NUM_THREADS=str(threads))
-    with tempfile.TemporaryDirectory(prefix="zarrpipe-bench-") as tmp:
-        params = {**params, "sys_path": sys.path, "result_path": os.path.join(tmp, "out.json")}
-        path = os.path.join(tmp, "params.json")
-        with open(path, "w") as f:
-            json.dump(params, f)
-        cmd = [sys.executable, "-m", "zarrpipe.bench.worker", path]
-        for attempt in range(retries + 1):
-            try:
-                proc = subprocess.run(
-                    cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-                )
-            except subprocess.TimeoutExpired:
-                return {"status": "failed", "reason": f"timed out after {timeout:.0f} s"}
-            if os.path.exists(params["result_path"]):
-                with open(params["result_path"]) as f:
-                    return json.load(f)
-            if attempt < retries and _died_at_import(proc.returncode, proc.stderr):
-                time.sleep(20)
-                continue
-            rc = proc.returncode
-            how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
-            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            return {"status": "failed", "reason": f"worker died ({how}): {tail}"}
-    raise AssertionError("unreachable")
-
-
-def probe(specs: Sequence[str], threads: int, timeout: float = 300) -> dict[str, dict]:
-    """{spec: availability, version, batch APIs}, from one worker process (one process per
-    spec if that one died, so an implementation that crashes at import fails alone)."""
-    result = spawn({"mode": "probe", "adapters": list(specs)}, threads, timeout)
-    if result.get("status") == "failed" and len(specs) > 1:
-        result = {}
-        for s in specs:
-            result.update(probe([s], threads, timeout))
-    elif result.get("status") == "failed":
-        result = {specs[0]: result}
-    for spec, info in result.items():
-        info.setdefault("available", False)
-        info.setdefault("description", "")
-        info["spec"] = spec
-    return result
-
-
-def _cpu_seconds() -> tuple[float, float] | None:
-    """(CPU seconds all processes have used, CPU seconds this process and its finished children
-    have used), to tell how busy *other* processes kept the machine during a row."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]
-    except OSError:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    mine = sum(
-        getattr(resource.getrusage(who), f)
-        for f in ("ru_utime", "ru_stime")
-        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return machine, mine
-
-
-def _others_share(before, after, seconds: float) -> float | None:
-    """Share of the machine's CPU capacity used by other processes (0..1) between two samples."""
-    if before is None or after is None or seconds <= 0:
-        return None
-    others = (after[0] - before[0]) - (after[1] - before[1])
-    return round(max(others, 0.0) / (seconds * (os.cpu_count() or 1)), 3)
+__all__ = ["probe", "run", "spawn", "summarize"]
 
 
 def summarize(nbytes: int, result: dict) -> dict:
-    """A row's numbers from a worker's runs (only for status 'ok': a failed row has none)."""
+    """A row's numbers from its runs (only for status 'ok': a failed row has none). `result`
+    is a worker's result, or the runs of several workers gathered in the same shape."""
     if result.get("status") != "ok":
         return {}
     runs = result["runs"]
     timed = [r["seconds"] for r in runs if not r["warmup"]]
-    best, median = min(timed), statistics.median(timed)
+    best, median, worst = min(timed), statistics.median(timed), max(timed)
 
     def mib(v: float) -> float:
         return round(v / MIB, 1)
@@ -124,8 +45,11 @@ def summarize(nbytes: int, result: dict) -> dict:
         "warmup_s": [r["seconds"] for r in runs if r["warmup"]],
         "min_s": best,
         "median_s": median,
+        "max_s": worst,
+        "spread": worst / best if best > 0 else None,
         "mb_s": nbytes / MB / median,
         "mb_s_best": nbytes / MB / best,
+        "mb_s_worst": nbytes / MB / worst,
         "rss": {
             "baseline_mib": mib(result["baseline_rss"]),
             **rss(runs),
@@ -148,6 +72,105 @@ def _dataset_info(d: Dataset) -> dict:
     }
 
 
+def _decode_limit(d: Dataset, data_dir: str, threads: int, timeout: float) -> dict:
+    from zarrpipe.bench import decode_limit
+
+    if decode_limit.compressor(d) is None:
+        return {"status": "skipped", "reason": "no compressor: nothing to decode"}
+    params = {"mode": "decode-limit", "data_dir": data_dir, "dataset": d.name, "repeats": 3}
+    return spawn(params, threads, timeout)
+
+
+def _row(d: Dataset, workload: str, name: str, mode: str, cold: bool) -> dict:
+    return {
+        "dataset": d.name,
+        "workload": workload,
+        "implementation": name,
+        "mode": mode,
+        "cache": "cold" if cold else "warm",
+        "nbytes": d.nbytes,
+        "other_cpu": None,
+    }
+
+
+def _finish(row: dict, result: dict, d: Dataset, api: str | None = None) -> dict:
+    row.update(
+        status=result.get("status", "failed"),
+        reason=result.get("reason"),
+        batch_api=api,
+        pieces=result.get("pieces"),
+        version=result.get("version"),
+        rss_method=result.get("rss_method"),
+    )
+    row.update(summarize(d.nbytes, result))
+    return row
+
+
+def _fresh_rows(
+    d: Dataset, impls: dict[str, dict], base: dict, rounds: int, cold_reason, tick
+) -> list[dict]:
+    """Read-all rows of one dataset, each timed read in its own new worker (no warm-up read
+    in it). Round 0 is untimed (a warm page cache and warm libraries); rounds 1..N are timed,
+    the implementations taking turns in the same order in every round."""
+    cold = base["cold"]
+    rows = {n: _row(d, "all", n, "fresh-process", cold) for n in impls}
+    state: dict[str, dict] = {n: {"runs": [], "processes": [], "cpu": OthersCpu()} for n in impls}
+    active = []
+    for name, info in impls.items():
+        if info.get("status") == "failed":
+            why = f"probe failed: {info['reason']}"
+            state[name]["result"] = {"status": "failed", "reason": why}
+        elif not info["available"]:
+            state[name]["result"] = {"status": "skipped", "reason": info["reason"]}
+        elif cold_reason:
+            state[name]["result"] = {"status": "skipped", "reason": cold_reason}
+        else:
+            active.append(name)
+    seq = 0
+    for rnd in range(rounds + 1):
+        for name in list(active):
+            tick(f"{name} · {d.name} · all · fresh process {rnd}/{rounds}")
+            s = state[name]
+            params = {
+                **base,
+                "adapter": impls[name]["spec"],
+                "dataset": d.name,
+                "workload": "all",
+                "repeats": 1,
+                "warmup": 0,
+                "cold": cold and rnd > 0,
+            }
+            with s["cpu"].interval():
+                result = spawn(params, base["threads"], base["timeout"])
+            if result.get("status") != "ok":
+                what = "warm-up process" if rnd == 0 else f"process {rnd}"
+                s["result"] = {**result, "reason": f"{what}: {result.get('reason')}"}
+                active.remove(name)
+                continue
+            (run,) = result["runs"]
+            run["warmup"] = rnd == 0
+            s["runs"].append(run)
+            s["processes"].append(
+                {"round": rnd, "seq": seq, "pid": result["pid"], "seconds": run["seconds"]}
+            )
+            s.setdefault("baseline_rss", result["baseline_rss"])
+            s["last"] = result
+            seq += 1
+    out = []
+    for name, row in rows.items():
+        s = state[name]
+        result = s.get("result") or {
+            **s["last"],
+            "status": "ok",
+            "runs": s["runs"],
+            "baseline_rss": s["baseline_rss"],
+        }
+        row["other_cpu"] = s["cpu"].share
+        row["processes"] = s["processes"] if result["status"] == "ok" else []
+        out.append(_finish(row, result, d))
+    return out
+
+
 def run(
     datasets: Sequence[Dataset],
     data_dir: str,
@@ -157,14 +180,24 @@ def run(
     threads: int | None = None,
     warmup: int = 1,
     timeout: float = 900,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
     size: str = "custom",
     only: Callable[[str, str, str], bool] | None = None,
+    fresh_processes: int = 0,
+    cold: bool = False,
+    drop_caches_path: str | None = None,
+    decode_limits: bool = True,
 ) -> dict:
-    """Measures every applicable (dataset, workload, implementation) row; returns the report."""
+    """Measures every applicable (dataset, workload, implementation) row; returns the report.
+
+    `workloads=[]` measures no in-process rows (only fresh-process ones, if asked for).
+    `fresh_processes=N` adds a read-all row per (dataset, implementation) from N timed reads,
+    each in its own new process. `cold` drops the page cache before every timed read (root
+    only; otherwise every row is skipped with the reason). `decode_limits` measures the
+    single-thread decode throughput of each compressed dataset's codec."""
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    implementations = list(implementations or adapters.REGISTRY)
-    workloads = list(workloads or WORKLOADS)
+    implementations = list(adapters.REGISTRY if implementations is None else implementations)
+    workloads = list(WORKLOADS if workloads is None else workloads)
     threads = threads or os.cpu_count() or 1
     for name in implementations:
         if name not in adapters.REGISTRY:
@@ -172,6 +205,8 @@ def run(
     for name in workloads:
         if name not in WORKLOADS:
             raise ValueError(f"unknown workload {name!r}; known: {list(WORKLOADS)}")
+    if fresh_processes < 0:
+        raise ValueError("fresh_processes must be 0 (off) or more")
     rows = [
         (d, WORKLOADS[w], i)
         for d in datasets
@@ -181,7 +216,8 @@ def run(
     ]
     if only is not None:
         rows = [(d, w, i) for d, w, i in rows if only(d.name, w.name, i)]
-    total = 1 + len(rows)
+    n_fresh = (fresh_processes + 1) * len(implementations) * len(datasets) if fresh_processes else 0
+    total = 1 + (len(datasets) if decode_limits else 0) + len(rows) + n_fresh
     step = 0
 
     def tick(label: str) -> None:
@@ -193,16 +229,22 @@ def run(
     tick("probing implementations")
     impls = probe([adapters.REGISTRY[n] for n in implementations], threads, timeout)
     impls = {n: impls[adapters.REGISTRY[n]] for n in implementations}
+    cold_reason = pagecache.why_not(drop_caches_path) if cold else None
+    limits = {}
+    for d in datasets if decode_limits else ():
+        tick(f"decode limit · {d.name}")
+        limits[d.name] = _decode_limit(d, data_dir, threads, timeout)
+    base = {
+        "data_dir": data_dir,
+        "threads": threads,
+        "timeout": timeout,
+        "cold": cold,
+        "drop_caches_path": drop_caches_path,
+    }
     out_rows = []
     for d, w, name in rows:
         tick(f"{name} · {d.name} · {w.name}")
-        row = {
-            "dataset": d.name,
-            "workload": w.name,
-            "implementation": name,
-            "nbytes": d.nbytes,
-            "other_cpu": None,
-        }
+        row = _row(d, w.name, name, "in-process", cold)
         info = impls[name]
         api, no_api = info.get("batch", {}).get(f"{w.level}/{d.inner is not None}", [None, ""])
         api = api if w.mode == "batch" else None
@@ -212,36 +254,32 @@ def run(
             result = {"status": "skipped", "reason": info["reason"]}
         elif w.mode == "batch" and api is None:
             result = {"status": "skipped", "reason": no_api}
+        elif cold_reason:
+            result = {"status": "skipped", "reason": cold_reason}
         else:
             params = {
+                **base,
                 "adapter": info["spec"],
-                "data_dir": data_dir,
                 "dataset": d.name,
                 "workload": w.name,
                 "repeats": repeats,
                 "warmup": warmup,
-                "threads": threads,
             }
-            cpu0, t0 = _cpu_seconds(), time.monotonic()
-            result = spawn(params, threads, timeout)
-            row["other_cpu"] = _others_share(cpu0, _cpu_seconds(), time.monotonic() - t0)
-        row.update(
-            status=result.get("status", "failed"),
-            reason=result.get("reason"),
-            batch_api=api,
-            pieces=result.get("pieces"),
-            version=result.get("version"),
-            rss_method=result.get("rss_method"),
-        )
-        row.update(summarize(d.nbytes, result))
-        out_rows.append(row)
+            cpu = OthersCpu()
+            with cpu.interval():
+                result = spawn(params, threads, timeout)
+            row["other_cpu"] = cpu.share
+        out_rows.append(_finish(row, result, d, api))
+    if fresh_processes:
+        for d in datasets:
+            out_rows += _fresh_rows(d, impls, base, fresh_processes, cold_reason, tick)
     if progress:
         progress(total, total, "done")
     methods = {r["rss_method"]: None for r in out_rows if r.get("rss_method")}
     from zarrpipe.bench.rss import METHODS
 
     return {
-        "schema": 1,
+        "schema": 2,
         "meta": {
             "date": started,
             "platform": platform.platform(),
@@ -251,6 +289,9 @@ def run(
             "python_threads": THREADS,
             "repeats": repeats,
             "warmup": warmup,
+            "fresh_processes": fresh_processes,
+            "cold": cold,
+            "cold_skipped": cold_reason,
             "size": size,
             "mb": "1e6 bytes",
             "checksum": checksum.ALGORITHM,
@@ -261,6 +302,7 @@ def run(
             for k, v in impls.items()
         },
         "datasets": {d.name: _dataset_info(d) for d in datasets},
+        "decode_limits": limits,
         "workloads": {w: WORKLOADS[w].description for w in workloads},
         "rows": out_rows,
     }

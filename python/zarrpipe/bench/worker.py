@@ -1,4 +1,5 @@
-"""The measuring process: one (implementation, dataset, workload) row per fresh interpreter.
+"""The measuring process: one (implementation, dataset, workload) row per fresh interpreter
+(or one timed read of a row, in fresh-process mode), or one dataset's decode limit.
 
 Run as `python -m zarrpipe.bench.worker PARAMS.json`; it writes its result JSON to the path
 in the parameters. The runner is the only intended caller.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 import traceback
@@ -15,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from zarrpipe.bench import pagecache
 
 Pieces = list[tuple[object, np.ndarray]]
 
@@ -143,6 +147,7 @@ def measure(params: dict) -> dict:
     adapter.open(dataset)
     rss = RssProbe(params.get("rss_method"))
     result = {
+        "pid": os.getpid(),
         "version": cls.version(),
         "rss_method": rss.method,
         "rss_method_text": rss.description,
@@ -150,11 +155,18 @@ def measure(params: dict) -> dict:
         "runs": [],
     }
     result["baseline_rss"] = rss.rss()
+    cold = params.get("cold", False)
     with ThreadPoolExecutor(THREADS) as pool:
         read = _reader(adapter, workload, todo, pool)
         n_warm = params.get("warmup", 1)
         for r in range(n_warm + params["repeats"]):
             gc.collect()
+            if cold and r >= n_warm:
+                try:
+                    pagecache.drop(params.get("drop_caches_path"))
+                except OSError as e:
+                    why = f"cold cache: cannot drop the page cache: {type(e).__name__}: {e}"
+                    return {**result, "status": "skipped", "reason": why}
             before = rss.start()
             t0 = time.perf_counter()
             try:
@@ -164,6 +176,7 @@ def measure(params: dict) -> dict:
                 after, peak = rss.stop()
             run = {
                 "warmup": r < n_warm,
+                "cache": "cold" if cold and r >= n_warm else "warm",
                 "seconds": seconds,
                 "rss_before": before,
                 "rss_after": after,
@@ -181,12 +194,24 @@ def measure(params: dict) -> dict:
     return {**result, "status": "ok"}
 
 
+def decode_limit(params: dict) -> dict:
+    """Single-thread decode throughput of the dataset's codec (see `decode_limit.METHOD`)."""
+    from zarrpipe.bench import decode_limit
+    from zarrpipe.bench.datasets import open_dataset
+
+    dataset = open_dataset(params["data_dir"], params["dataset"])
+    return {"status": "ok", **decode_limit.measure(dataset, params.get("repeats", 3))}
+
+
+MODES = {"probe": probe, "decode-limit": decode_limit, "measure": measure}
+
+
 def main(argv: list[str]) -> int:
     with open(argv[0]) as f:
         params = json.load(f)
     sys.path.extend(p for p in params.get("sys_path", []) if p not in sys.path)
     try:
-        result = probe(params) if params.get("mode") == "probe" else measure(params)
+        result = MODES[params.get("mode", "measure")](params)
     except Exception as e:
         tb = traceback.format_exc(limit=-3)
         result = {"status": "failed", "reason": f"{type(e).__name__}: {e}", "traceback": tb}
