@@ -27,6 +27,7 @@ __all__ = [
     "_BytesView",
     "_ChunkCodecs",
     "__version__",
+    "_first_touch_stats",
     "get_num_threads",
     "set_num_threads",
 ]
