@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::pool;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
@@ -185,9 +185,9 @@ fn write_sharded(root: &Path) {
     }
 }
 
-fn open(root: &Path, name: &str) -> ArrayReader {
+fn open(root: &Path, name: &str) -> Array {
     let store = Arc::new(Store::open_local(root).expect("store"));
-    ArrayReader::open(store, name).expect("open array")
+    Array::open(store, name).expect("open array")
 }
 
 fn region(start: u64, side: u64) -> Region {

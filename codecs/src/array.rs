@@ -1,21 +1,27 @@
-//! Opening an array: metadata through zarrs, then the plan for decoding it (zarrpipe's own
-//! decoder when it knows the codec chain, zarrs' otherwise).
+//! The engine array: an array's metadata parsed once, and everything a read or a write
+//! needs from it — shape, data type, fill value, the regular chunk grid, the codec chain
+//! (zarrpipe's own decoder where it knows the codecs, zarrs' for the rest), the order
+//! shards lay out their inner chunks when written, and the reason, if any, this array must
+//! be handed to zarr-python instead. `Store`/`Array`, the zarr-python pipeline and the
+//! engine adapter all read and write through it.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use zarrs::array::{Array, ArrayCreateError, ArrayMetadata, ArrayMetadataOptions};
+use zarrs::array::{Array as ZarrsArrayOf, ArrayCreateError, ArrayMetadata, ArrayMetadataOptions};
 use zarrs::config::MetadataConvertVersion;
+use zarrs::metadata::v3::ArrayMetadataV3;
 use zarrs::plugin::PluginCreateError;
 use zarrs::storage::{ReadableListableStorageTraits, StorageError};
 
 use crate::buffer::checked_nbytes;
-use crate::decode::chain::{ChainError, ChunkChain};
+use crate::decode::chain::{ChainError, ChunkChain, ZarrsTypes};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
+use crate::selection::Region;
 use crate::store::{node_path, Store};
 
-pub type ZarrsArray = Array<dyn ReadableListableStorageTraits>;
+pub type ZarrsArray = ZarrsArrayOf<dyn ReadableListableStorageTraits>;
 
 /// What a user sees of an array.
 #[derive(Clone, Debug)]
@@ -36,31 +42,27 @@ pub struct ArrayInfo {
     pub dimension_names: Option<Vec<Option<String>>>,
 }
 
-/// How chunks of this array are decoded.
-pub(crate) enum Decoder {
-    /// zarrpipe's streaming decoder, with the chain and the regular grid's chunk shape.
-    Own {
-        chain: Arc<ChunkChain>,
-        grid_chunk: Vec<u64>,
-    },
-    /// zarrs' decoder, for codecs, data types or grids zarrpipe does not handle itself.
-    Zarrs { reason: String },
-}
-
-/// An open array, ready to read.
-pub struct ArrayReader {
+/// An open array, ready to read and write.
+pub struct Array {
     pub(crate) store: Arc<Store>,
-    pub(crate) array: ZarrsArray,
-    pub(crate) decoder: Decoder,
+    pub(crate) zarrs: ZarrsArray,
     pub info: ArrayInfo,
+    /// The stored chunk (shard) shape: every chunk of the regular grid has it (edge chunks
+    /// are padded).
+    pub(crate) chunk_shape: Vec<u64>,
+    /// How stored chunks decode and encode, or why this array cannot be read here.
+    chain: std::result::Result<Arc<ChunkChain>, String>,
+    /// The order a written shard lays out its inner chunks (C-order linear indices); empty
+    /// keeps C order.
+    pub(crate) subchunk_order: Vec<u64>,
 }
 
-impl ArrayReader {
+impl Array {
     /// Opens the array at `path` (relative to the store root; `""` is the root itself).
     pub fn open(store: Arc<Store>, path: &str) -> Result<Self> {
         crate::harden::install();
         let node = node_path(path)?;
-        let array = match ZarrsArray::open(store.zarrs(), &node) {
+        let zarrs = match ZarrsArray::open(store.zarrs(), &node) {
             Ok(array) => array,
             Err(ArrayCreateError::InvalidFillValueMetadata { .. }) => {
                 // zarrs rejects some v2 `fill_value: null` (complex); read it as zarr-python does.
@@ -72,10 +74,10 @@ impl ArrayReader {
             }
             Err(e) => return Err(open_error(&store, &node, e)),
         };
-        Self::from_zarrs(store, node, array)
+        Self::from_zarrs(store, node, zarrs)
     }
 
-    /// An array at `path` described by `metadata_json` (zarr.json or .zarray content)
+    /// The array at `path` described by `metadata_json` (zarr.json or .zarray content)
     /// instead of the metadata in the store: for callers that already hold the metadata.
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
         crate::harden::install();
@@ -84,69 +86,79 @@ impl ArrayReader {
             path: node.clone(),
             reason,
         })?;
-        let array = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
+        let zarrs = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
             .map_err(|e| open_error(&store, &node, e))?;
-        Self::from_zarrs(store, node, array)
+        Self::from_zarrs(store, node, zarrs)
     }
 
-    fn from_zarrs(store: Arc<Store>, node: String, array: ZarrsArray) -> Result<Self> {
-        let dtype = ElementType::from_zarrs(array.data_type())?;
-        let v3 = match array.metadata_opt(
-            &ArrayMetadataOptions::default()
-                .with_metadata_convert_version(MetadataConvertVersion::V3)
-                .with_convert_aliased_extension_names(true),
-        ) {
-            ArrayMetadata::V3(m) => m,
-            ArrayMetadata::V2(_) => {
-                return Err(Error::Unsupported(format!(
-                    "cannot convert the v2 metadata of {node}"
-                )))
-            }
-        };
-        let shape = array.shape().to_vec();
+    /// An array whose chunk bytes the caller supplies (and stores) itself, described by
+    /// `metadata_json`: zarr-python's pipeline over a store zarrpipe cannot reach.
+    pub fn detached(metadata_json: &str) -> Result<Self> {
+        Self::with_metadata(Arc::new(Store::in_memory([])), "/", metadata_json)
+    }
+
+    /// Writes shards with their inner chunks in `order` (C-order linear indices).
+    #[must_use]
+    pub fn with_subchunk_order(mut self, order: Vec<u64>) -> Self {
+        self.subchunk_order = order;
+        self
+    }
+
+    fn from_zarrs(store: Arc<Store>, node: String, zarrs: ZarrsArray) -> Result<Self> {
+        let dtype = ElementType::from_zarrs(zarrs.data_type()).map_err(|_| {
+            Error::Unsupported(format!(
+                "array {node}: data type {} is not a fixed-size number or bool",
+                data_type_spelling(&zarrs)
+            ))
+        })?;
+        let v3 = v3_metadata(&zarrs).ok_or_else(|| {
+            Error::Unsupported(format!("cannot convert the v2 metadata of {node}"))
+        })?;
+        let shape = zarrs.shape().to_vec();
         let grid_chunk =
-            regular_chunk_shape(&serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null));
-        let decoder = match &grid_chunk {
-            Some(chunk) if chunk.len() == shape.len() => {
-                match ChunkChain::parse(&v3.codecs, chunk, dtype) {
-                    Ok(chain) => Decoder::Own {
-                        chain: Arc::new(chain),
-                        grid_chunk: chunk.clone(),
-                    },
-                    Err(ChainError::Unsupported(reason)) => Decoder::Zarrs { reason },
+            regular_chunk_shape(&serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null))
+                .filter(|c| c.len() == shape.len());
+        let types = ZarrsTypes {
+            data_type: zarrs.data_type().clone(),
+            fill_value: zarrs.fill_value().clone(),
+        };
+        let (chunk_shape, chain) = match grid_chunk {
+            Some(chunk) => {
+                // A chunk must at least be addressable; reads of its parts are checked later.
+                checked_nbytes(&chunk, dtype.size()).map_err(|_| Error::Metadata {
+                    path: node.clone(),
+                    reason: format!("chunk shape {chunk:?} is too large to address"),
+                })?;
+                let chain = match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
+                    Ok(chain) => Ok(Arc::new(chain)),
+                    Err(ChainError::Unsupported(reason)) => Err(reason),
                     Err(ChainError::Invalid(reason)) => {
                         return Err(Error::Metadata { path: node, reason })
                     }
-                }
+                };
+                (chunk, chain)
             }
-            _ => Decoder::Zarrs {
-                reason: "chunk grid is not regular".into(),
-            },
+            None => (
+                shape.clone(),
+                Err("the chunk grid is not regular".to_owned()),
+            ),
         };
-        if let Decoder::Own { grid_chunk, .. } = &decoder {
-            // A chunk must at least be addressable; reads of its parts are checked later.
-            checked_nbytes(grid_chunk, dtype.size()).map_err(|_| Error::Metadata {
-                path: node.clone(),
-                reason: format!("chunk shape {grid_chunk:?} is too large to address"),
-            })?;
-        }
-        let (chunks, shards) = match &decoder {
-            Decoder::Own { chain, grid_chunk } => match chain.plain_sharding() {
-                Some(s) => (s.inner_shape.clone(), Some(grid_chunk.clone())),
-                None => (grid_chunk.clone(), None),
-            },
-            Decoder::Zarrs { .. } => {
+        let (chunks, shards) = match chain.as_ref().ok().and_then(|c| c.plain_sharding()) {
+            Some(s) => (s.inner_shape.clone(), Some(chunk_shape.clone())),
+            None => {
+                // Sharding that zarrs decodes (inner codecs ours lacks) still has shards;
+                // with other codecs around it there are none, as zarr-python says.
                 use zarrs::array::ArrayShardedExt;
-                let outer = grid_chunk.clone().unwrap_or_else(|| shape.clone());
-                match array.subchunk_shape() {
-                    Some(inner) if array.is_sharded() => {
-                        (inner.iter().map(|d| d.get()).collect(), Some(outer))
-                    }
-                    _ => (outer, None),
+                match zarrs.subchunk_shape() {
+                    Some(inner) if zarrs.is_exclusively_sharded() => (
+                        inner.iter().map(|d| d.get()).collect(),
+                        Some(chunk_shape.clone()),
+                    ),
+                    _ => (chunk_shape.clone(), None),
                 }
             }
         };
-        let (zarr_format, dimension_names) = match array.metadata() {
+        let (zarr_format, dimension_names) = match zarrs.metadata() {
             ArrayMetadata::V2(_) => (2, None),
             ArrayMetadata::V3(m) => (3, m.dimension_names.clone()),
         };
@@ -156,55 +168,133 @@ impl ArrayReader {
             dtype,
             chunks,
             shards,
-            fill_value: array.fill_value().as_ne_bytes().to_vec(),
+            fill_value: zarrs.fill_value().as_ne_bytes().to_vec(),
             zarr_format,
-            attributes: serde_json::to_string(array.attributes()).unwrap_or_else(|_| "{}".into()),
+            attributes: serde_json::to_string(zarrs.attributes()).unwrap_or_else(|_| "{}".into()),
             dimension_names,
         };
         Ok(Self {
             store,
-            array,
-            decoder,
+            zarrs,
             info,
+            chunk_shape,
+            chain,
+            subchunk_order: Vec::new(),
         })
     }
 
-    /// Why zarrs decodes this array instead of zarrpipe (`None` when zarrpipe does).
+    /// The codec chain of stored chunks, or `Unsupported` with the reason this array must be
+    /// read elsewhere (zarr-python).
+    pub fn chain(&self) -> Result<&Arc<ChunkChain>> {
+        self.chain
+            .as_ref()
+            .map_err(|reason| Error::Unsupported(format!("array {}: {reason}", self.info.path)))
+    }
+
+    /// Why zarrpipe cannot read or write this array at all (`None` when it can).
+    #[must_use]
+    pub fn unsupported_reason(&self) -> Option<&str> {
+        self.chain.as_ref().err().map(String::as_str)
+    }
+
+    /// Why zarrs' codecs decode (part of) this array's chunks instead of zarrpipe's own
+    /// (`None` when zarrpipe decodes every codec itself).
     #[must_use]
     pub fn fallback_reason(&self) -> Option<&str> {
-        match &self.decoder {
-            Decoder::Own { .. } => None,
-            Decoder::Zarrs { reason } => Some(reason),
+        match &self.chain {
+            Ok(chain) => chain.zarrs_reason(),
+            Err(reason) => Some(reason),
         }
+    }
+
+    /// The shape of every stored chunk (shard) of the regular grid (edge chunks padded).
+    #[must_use]
+    pub fn stored_chunk_shape(&self) -> &[u64] {
+        &self.chunk_shape
+    }
+
+    /// The store the array lives in.
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
     /// The store key of the stored chunk (shard) at `index` of the storage grid.
     #[must_use]
     pub fn chunk_key(&self, index: &[u64]) -> String {
-        self.array.chunk_key(index).to_string()
+        self.zarrs.chunk_key(index).to_string()
+    }
+
+    /// The number of chunks along each axis of the `chunks` grid (inner chunks of shards).
+    #[must_use]
+    pub fn chunk_grid_shape(&self) -> Vec<u64> {
+        self.info
+            .shape
+            .iter()
+            .zip(&self.info.chunks)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect()
+    }
+
+    /// The in-bounds region of chunk `index` of the `chunks` grid.
+    pub fn chunk_region(&self, index: &[u64]) -> Result<Region> {
+        let grid = self.chunk_grid_shape();
+        if index.len() != grid.len() || index.iter().zip(&grid).any(|(i, g)| i >= g) {
+            return Err(Error::InvalidSelection(format!(
+                "chunk index {index:?} is out of bounds for a chunk grid of shape {grid:?}"
+            )));
+        }
+        let ranges: Vec<std::ops::Range<u64>> = index
+            .iter()
+            .zip(&self.info.chunks)
+            .zip(&self.info.shape)
+            .map(|((&i, &c), &s)| i * c..((i + 1) * c).min(s))
+            .collect();
+        let out_shape = ranges.iter().map(|r| r.end - r.start).collect();
+        Ok(Region {
+            dropped: vec![false; ranges.len()],
+            ranges,
+            out_shape,
+        })
     }
 
     /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
     /// for a sharded array). An index outside the grid is a selection error.
     pub fn stored_key_of_chunk(&self, index: &[u64]) -> Result<String> {
         let region = self.chunk_region(index)?;
-        let origin: Vec<u64> = region.ranges.iter().map(|r| r.start).collect();
-        let stored = self
-            .array
-            .chunk_grid()
-            .chunk_indices(&origin)
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                Error::InvalidSelection(format!("no stored chunk holds chunk {index:?}"))
-            })?;
+        let stored: Vec<u64> = region
+            .ranges
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(r, c)| r.start / c)
+            .collect();
         Ok(self.chunk_key(&stored))
     }
 }
 
+fn v3_metadata(zarrs: &ZarrsArray) -> Option<ArrayMetadataV3> {
+    match zarrs.metadata_opt(
+        &ArrayMetadataOptions::default()
+            .with_metadata_convert_version(MetadataConvertVersion::V3)
+            .with_convert_aliased_extension_names(true),
+    ) {
+        ArrayMetadata::V3(m) => Some(m),
+        ArrayMetadata::V2(_) => None,
+    }
+}
+
+/// The data type as the array's metadata spells it (`"<U13"`, `{"name": "string"}`...).
+fn data_type_spelling(zarrs: &ZarrsArray) -> String {
+    match zarrs.metadata() {
+        ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype),
+        ArrayMetadata::V3(m) => serde_json::to_string(&m.data_type),
+    }
+    .unwrap_or_else(|_| zarrs.data_type().to_string())
+}
+
 /// Parses array metadata JSON (v2 or v3). A v2 `fill_value: null` means the data type's
 /// default (zarr-python's reading); zarrs rejects it for complex types, so it is spelled out.
-pub fn parse_metadata(json: &str) -> Result<ArrayMetadata, String> {
+pub fn parse_metadata(json: &str) -> std::result::Result<ArrayMetadata, String> {
     let mut value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     if value.get("zarr_format").and_then(Value::as_u64) == Some(2)
         && value.get("fill_value").is_some_and(Value::is_null)
@@ -256,23 +346,21 @@ fn open_error(store: &Store, node: &str, err: ArrayCreateError) -> Error {
         path: node.to_owned(),
         reason,
     };
-    match err {
-        ArrayCreateError::MissingMetadata => {
-            if is_group(store, node) {
-                Error::NotFound(format!(
-                    "{node} in {} is a group, not an array",
-                    store.description()
-                ))
-            } else {
-                Error::NotFound(format!("no array at {node} in {}", store.description()))
-            }
+    let not_found = || {
+        if is_group(store, node) {
+            Error::NotFound(format!(
+                "{node} in {} is a group, not an array",
+                store.description()
+            ))
+        } else {
+            Error::NotFound(format!("no array at {node} in {}", store.description()))
         }
+    };
+    match err {
+        ArrayCreateError::MissingMetadata => not_found(),
         ArrayCreateError::StorageError(StorageError::InvalidMetadata(key, reason)) => {
             if is_group(store, node) {
-                Error::NotFound(format!(
-                    "{node} in {} is a group, not an array",
-                    store.description()
-                ))
+                not_found()
             } else {
                 meta(format!("{key}: {reason}"))
             }

@@ -3,14 +3,22 @@
 //! Entries are `Bytes` that readers share: a chunk served from here is not unique, so
 //! `into_dlpack()` refuses it (see DESIGN.md). Multi-chunk reads copy out of it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
 
-/// (array node path, chunk index in the array's `chunks` grid)
-pub type ChunkKey = (String, Vec<u64>);
+/// A chunk's store key; an inner chunk of a shard is `"{shard key}#{i},{j},..."` (its
+/// position in the shard). Keys are unique within a store, so one cache serves its arrays.
+pub type ChunkKey = String;
+
+/// The cache key of the inner chunk at `coords` of the shard at `shard_key`.
+#[must_use]
+pub fn inner_key(shard_key: &str, coords: &[u64]) -> ChunkKey {
+    let coords: Vec<String> = coords.iter().map(u64::to_string).collect();
+    format!("{shard_key}#{}", coords.join(","))
+}
 
 /// A snapshot of the cache's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,11 +32,21 @@ pub struct CacheStats {
 
 #[derive(Default)]
 struct Lru {
-    map: HashMap<ChunkKey, (Bytes, u64)>,
+    /// Ordered, so the entries of one array or one shard can be dropped by key prefix.
+    map: BTreeMap<ChunkKey, (Bytes, u64)>,
     /// Recency tick → key; the smallest tick is the least recently used.
     order: BTreeMap<u64, ChunkKey>,
     bytes: usize,
     tick: u64,
+}
+
+impl Lru {
+    fn remove(&mut self, key: &str) {
+        if let Some((old, t)) = self.map.remove(key) {
+            self.bytes -= old.len();
+            self.order.remove(&t);
+        }
+    }
 }
 
 pub struct ChunkCache {
@@ -56,6 +74,17 @@ impl ChunkCache {
     /// The cached chunk, marked as just used; counts a hit or a miss.
     #[must_use]
     pub fn get(&self, key: &ChunkKey) -> Option<Bytes> {
+        let found = self.get_if_hit(key);
+        if found.is_none() {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Like [`Self::get`], but a miss is not counted: for a caller whose miss is looked up
+    /// (and counted) again on the way to the store.
+    #[must_use]
+    pub fn get_if_hit(&self, key: &ChunkKey) -> Option<Bytes> {
         let mut lru = self.lock();
         lru.tick += 1;
         let tick = lru.tick;
@@ -71,10 +100,7 @@ impl ChunkCache {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Some(bytes)
             }
-            None => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+            None => None,
         }
     }
 
@@ -110,16 +136,25 @@ impl ChunkCache {
         lru.map.insert(key, (bytes, tick));
     }
 
-    /// Drops every entry of the array at `path` (its metadata may have changed).
-    pub fn forget_array(&self, path: &str) {
+    /// Drops every entry whose key starts with `prefix` (an array's chunks, after its
+    /// metadata changed: the prefix of its keys).
+    pub fn forget_prefix(&self, prefix: &str) {
         let mut lru = self.lock();
-        let victims: Vec<ChunkKey> = lru.map.keys().filter(|(p, _)| p == path).cloned().collect();
+        let victims: Vec<ChunkKey> = lru
+            .map
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in victims {
-            if let Some((old, t)) = lru.map.remove(&key) {
-                lru.bytes -= old.len();
-                lru.order.remove(&t);
-            }
+            lru.remove(&key);
         }
+    }
+
+    /// Drops the entry of the chunk (or shard) at `key`, and those of a shard's inner chunks.
+    pub fn forget_chunk(&self, key: &str) {
+        self.lock().remove(key);
+        self.forget_prefix(&format!("{key}#"));
     }
 
     pub fn clear(&self) {
@@ -144,7 +179,7 @@ mod tests {
     use super::*;
 
     fn key(i: u64) -> ChunkKey {
-        ("/a".into(), vec![i])
+        format!("a/c/{i}")
     }
 
     #[test]
@@ -169,9 +204,23 @@ mod tests {
         cache.insert(key(0), Bytes::from(vec![0; 9]));
         assert_eq!(cache.stats().entries, 0);
         cache.insert(key(1), Bytes::from(vec![0; 4]));
-        cache.insert(("/b".into(), vec![1]), Bytes::from(vec![0; 4]));
-        cache.forget_array("/a");
+        cache.insert("b/c/1".into(), Bytes::from(vec![0; 4]));
+        cache.forget_prefix("a/");
         assert_eq!(cache.stats().entries, 1);
         assert_eq!(cache.stats().bytes, 4);
+    }
+
+    #[test]
+    fn a_shard_is_forgotten_with_its_inner_chunks() {
+        let cache = ChunkCache::new(100);
+        for k in ["s/c/0", "s/c/0#0,1", "s/c/0#1,1", "s/c/01#0,0", "s/c/1#0,0"] {
+            cache.insert(k.into(), Bytes::from(vec![0; 4]));
+        }
+        cache.forget_chunk("s/c/0");
+        assert!(!cache.contains(&"s/c/0#1,1".to_owned()));
+        assert!(cache.contains(&"s/c/01#0,0".to_owned()));
+        assert!(cache.contains(&"s/c/1#0,0".to_owned()));
+        assert_eq!(cache.stats().entries, 2);
+        assert_eq!(inner_key("s/c/0", &[2, 3]), "s/c/0#2,3");
     }
 }

@@ -43,6 +43,14 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// Creating something where something already is.
+    #[error("{0}")]
+    Exists(String),
+
+    /// A write to a store opened read-only.
+    #[error("{0}")]
+    ReadOnly(String),
+
     /// A bug in zarrpipe (or a dependency) caught before it could crash the process.
     #[error("internal error: {0}")]
     Internal(String),

@@ -162,7 +162,9 @@ impl BytesToBytesCodecTraits for Bounded {
 
 fn codec_error(e: DecodeError) -> CodecError {
     match e {
-        DecodeError::Checksum { .. } => CodecError::InvalidChecksum,
+        DecodeError::Checksum { .. } | DecodeError::ChecksumFailed(_) => {
+            CodecError::InvalidChecksum
+        }
         DecodeError::Corrupt(why) => CodecError::Other(why),
         DecodeError::OutOfMemory(n) => CodecError::Other(format!("cannot allocate {n} bytes")),
     }

@@ -5,19 +5,21 @@
 pub mod array;
 pub mod buffer;
 pub mod cache;
+pub mod create;
 pub mod decode;
 pub mod dtype;
 pub mod error;
 pub mod first_touch;
 pub mod harden;
 pub mod hierarchy;
-pub mod pipeline;
+pub mod plan;
 pub mod pool;
 pub mod read;
 pub mod remote;
 pub mod remote_read;
 pub mod selection;
 pub mod store;
+pub mod write;
 
 pub use dtype::{ElementKind, ElementType};
 pub use error::{Error, Result};

@@ -1,31 +1,39 @@
-//! Reading: a region into one fresh buffer, or chunks into a fresh buffer each. The chunks a
-//! read touches are decoded in parallel on the calling rayon pool (outer level: stored chunks
-//! or shards; inner level: the inner chunks of a shard), each straight into its place.
-
-use std::ops::Range;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+//! Reading a plan: every chunk (or shard) it touches is fetched and decoded on the pool,
+//! straight into its place in the output. One path for every source — a local directory,
+//! an object store (fetched concurrently, see `remote_read`), any zarrs store, or bytes the
+//! caller supplies — and for every output: a fresh buffer (`read_region`) or a caller's
+//! (`read_region_into`, the pipeline). The chunk cache is consulted for every chunk, and
+//! for every inner chunk of a shard.
 
 use bytes::Bytes;
 use rayon::prelude::*;
-use zarrs::array::{ArrayBytes, ArrayError, ArraySubset, CodecOptions};
 
-use crate::array::{ArrayReader, Decoder};
-use crate::buffer::{checked_nbytes, try_output_buffer};
-use crate::cache::ChunkCache;
+use crate::array::Array;
+use crate::buffer::{checked_nbytes, try_output_buffer, try_with_capacity};
+use crate::cache::{inner_key, ChunkCache};
 use crate::decode::bytes_codecs::DecodeError;
 use crate::decode::chain::ChunkChain;
-use crate::decode::placement::RawTarget;
-use crate::decode::placement::{c_strides, ByteOrder, OutPtr, Placement, Scatter};
+use crate::decode::placement::{c_strides, ByteOrder, OutPtr, Placement, RawTarget, Scatter};
 use crate::decode::scratch::Scratch;
-use crate::decode::sharding::{decode_shard, ByteSource, InMemory};
+use crate::decode::sharding::{
+    decode_inner, decode_shard, inner_parts, ByteSource, InMemory, InnerPart, ShardIndex,
+};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
-use crate::remote_read::{read_remote, Fetch};
+use crate::plan::{check, plan_region, ChunkPlan, OutLayout};
 use crate::selection::Region;
 use crate::store::Store;
 
-/// One chunk read by [`ArrayReader::read_chunks`].
+/// Where the encoded chunks of a plan come from.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// The array's store.
+    Store,
+    /// The caller's bytes, one per plan item (`None`: the chunk is missing).
+    Supplied(&'a [Option<&'a [u8]>]),
+}
+
+/// One chunk read by [`Array::read_chunks`].
 pub struct ChunkData {
     pub bytes: Bytes,
     /// The chunk's in-bounds shape (edge chunks are trimmed).
@@ -46,6 +54,410 @@ pub(crate) fn stored_limit(chain: &ChunkChain, placement: &Placement, elem: usiz
         spec.index_len(spec.grid(&placement.chunk_shape).iter().product())
     });
     encoded_limit(placement.chunk_bytes(elem)) + index
+}
+
+/// A cache entry: a chunk (or inner chunk) trimmed to the array's bounds, in C order.
+#[derive(Clone, Debug)]
+pub(crate) struct CacheSlot {
+    pub key: String,
+    /// The trimmed shape.
+    pub shape: Vec<u64>,
+}
+
+impl CacheSlot {
+    /// The slot of the chunk of `chunk_shape` at `origin` of an array of `array_shape`.
+    pub fn new(key: String, origin: &[u64], chunk_shape: &[u64], array_shape: &[u64]) -> Self {
+        let shape = origin
+            .iter()
+            .zip(chunk_shape)
+            .zip(array_shape)
+            .map(|((&o, &c), &s)| c.min(s.saturating_sub(o)))
+            .collect();
+        Self { key, shape }
+    }
+
+    /// Where a decoder writes the in-bounds part of the (padded) chunk to make the entry.
+    fn fill_placement(&self, chunk_shape: &[u64], elem: usize) -> Placement {
+        Placement {
+            chunk_shape: chunk_shape.to_vec(),
+            want: self.shape.iter().map(|&d| 0..d).collect(),
+            out_offset: 0,
+            out_strides: c_strides(&self.shape, elem),
+        }
+    }
+
+    /// `placement` (of the padded chunk) re-aimed at the entry's trimmed layout: every wanted
+    /// element is in bounds, so inside the entry.
+    fn read_placement(&self, placement: &Placement) -> Placement {
+        Placement {
+            chunk_shape: self.shape.clone(),
+            ..placement.clone()
+        }
+    }
+}
+
+/// Decodes a chunk for the cache: its in-bounds part, into a fresh buffer.
+pub(crate) fn decode_entry(
+    decode: impl FnOnce(&ChunkTarget<'_>, &Placement) -> Result<()>,
+    slot: &CacheSlot,
+    chunk_shape: &[u64],
+    target: &ChunkTarget<'_>,
+) -> Result<Bytes> {
+    let n = checked_nbytes(&slot.shape, target.elem)?;
+    let mut buf = try_with_capacity(n, &slot.key)?;
+    // SAFETY: `buf` has capacity `n` and outlives `out`; only this thread writes it.
+    let out = unsafe { OutPtr::new(buf.as_mut_ptr(), n) };
+    let entry_target = ChunkTarget {
+        out: &out,
+        elem: target.elem,
+        fill: target.fill,
+        threads: target.threads,
+    };
+    decode(
+        &entry_target,
+        &slot.fill_placement(chunk_shape, target.elem),
+    )?;
+    // SAFETY: the placement covers every byte of the entry, decoded or filled, or the decode
+    // returned an error above.
+    unsafe { buf.set_len(n) };
+    Ok(Bytes::from(buf))
+}
+
+/// Copies a cached chunk's wanted part into place.
+pub(crate) fn scatter_entry(
+    entry: &[u8],
+    slot: &CacheSlot,
+    placement: &Placement,
+    target: &ChunkTarget<'_>,
+) -> Result<()> {
+    let p = slot.read_placement(placement);
+    let mut sink = Scatter::new(target.out, &p, target.elem, ByteOrder::Native, None);
+    let at = |e| DecodeError::from(e).at(&slot.key);
+    sink.write(entry).map_err(at)?;
+    sink.finish().map_err(at)
+}
+
+impl Array {
+    /// Reads `region` into a fresh buffer that nobody else holds. Runs on the current rayon
+    /// pool (wrap in `pool::install`).
+    pub fn read_region(&self, region: &Region, cache: Option<&ChunkCache>) -> Result<Bytes> {
+        let elem = self.info.dtype.size();
+        let extent = region.extent();
+        let nbytes = checked_nbytes(&extent, elem)?;
+        self.chain()?;
+        if nbytes == 0 {
+            return Ok(Bytes::new());
+        }
+        // The output first: a region too large for memory fails before it is planned.
+        let mut buf = try_output_buffer(
+            nbytes,
+            &format!("reading {} bytes of {}", nbytes, self.info.path),
+        )?;
+        let layout = OutLayout::c_order(&extent, elem);
+        let plans = self.plan(region, &layout)?;
+        check(&plans, &layout, true)?;
+        // SAFETY: `buf` has capacity `nbytes` and outlives `out`; the checked plan gives
+        // every chunk a disjoint part of it.
+        let out = unsafe { OutPtr::new(buf.as_mut_ptr(), nbytes) };
+        self.read_plan(&plans, &out, Source::Store, cache)?;
+        // SAFETY: the checked plan covers every element of the region, and every chunk was
+        // decoded or filled (or an error returned above).
+        unsafe { buf.set_len(nbytes) };
+        Ok(Bytes::from(buf))
+    }
+
+    /// Reads `region` into the caller's memory `out`, laid out as `layout` over the
+    /// region's output shape (integer-selected axes dropped).
+    pub fn read_region_into(
+        &self,
+        region: &Region,
+        out: &OutPtr,
+        layout: &OutLayout,
+        cache: Option<&ChunkCache>,
+    ) -> Result<()> {
+        if layout.shape != region.out_shape {
+            return Err(Error::InvalidArgument(format!(
+                "output of shape {:?} for a selection of shape {:?}",
+                layout.shape, region.out_shape
+            )));
+        }
+        if layout.elem != self.info.dtype.size() || layout.len > out.len() {
+            return Err(Error::InvalidArgument(
+                "output buffer does not match its layout or the array's data type".into(),
+            ));
+        }
+        // Back to one axis per array axis: dropped axes have length 1 and any stride.
+        let mut axes = layout.shape.iter().zip(&layout.strides);
+        let (shape, strides): (Vec<u64>, Vec<isize>) = region
+            .dropped
+            .iter()
+            .map(|&dropped| {
+                if dropped {
+                    (1, 0)
+                } else {
+                    axes.next().map_or((1, 0), |(&n, &s)| (n, s))
+                }
+            })
+            .unzip();
+        let full = OutLayout {
+            shape,
+            strides,
+            ..layout.clone()
+        };
+        let plans = self.plan(region, &full)?;
+        check(&plans, &full, false)?;
+        self.read_plan(&plans, out, Source::Store, cache)
+            .map(|_| ())
+    }
+
+    /// The plan of a read of `region` into `out` (one axis per array axis).
+    fn plan(&self, region: &Region, out: &OutLayout) -> Result<Vec<ChunkPlan>> {
+        self.chain()?;
+        plan_region(&region.ranges, &self.chunk_shape, out, |i| {
+            self.chunk_key(i)
+        })
+    }
+
+    /// Decodes every chunk of a checked plan into `out`; returns per item whether its chunk
+    /// (or shard) is stored (a missing one reads as the fill value).
+    pub fn read_plan(
+        &self,
+        plans: &[ChunkPlan],
+        out: &OutPtr,
+        source: Source<'_>,
+        cache: Option<&ChunkCache>,
+    ) -> Result<Vec<bool>> {
+        let chain = self.chain()?;
+        let target = ChunkTarget {
+            threads: crate::pool::codec_threads(plans.len() as u64),
+            out,
+            elem: self.info.dtype.size(),
+            fill: &self.info.fill_value,
+        };
+        if let Source::Supplied(bytes) = source {
+            if bytes.len() != plans.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} encoded chunks for {} chunks",
+                    bytes.len(),
+                    plans.len()
+                )));
+            }
+        }
+        if let (Source::Store, Some(remote)) = (source, self.store.remote()) {
+            return crate::remote_read::read_remote(self, remote, chain, plans, &target, cache);
+        }
+        let one = |(i, plan): (usize, &ChunkPlan)| -> Result<bool> {
+            match source {
+                Source::Supplied(bytes) => match bytes[i] {
+                    Some(encoded) => {
+                        decode_chunk(chain, encoded, &plan.placement, &target, &plan.key)
+                            .map(|()| true)
+                    }
+                    None => plan
+                        .placement
+                        .fill(out, target.fill)
+                        .map(|()| false)
+                        .map_err(|e| DecodeError::from(e).at(&plan.key)),
+                },
+                Source::Store => self.read_cached(chain, plan, &target, cache),
+            }
+        };
+        if plans.len() == 1 {
+            plans.iter().enumerate().map(one).collect()
+        } else {
+            plans.par_iter().enumerate().map(one).collect()
+        }
+    }
+
+    /// The cache slot of plan item `plan` (`None` without a cache or a grid index).
+    pub(crate) fn slot(&self, plan: &ChunkPlan, cache: Option<&ChunkCache>) -> Option<CacheSlot> {
+        cache?;
+        let index = plan.index.as_ref()?;
+        let origin: Vec<u64> = index
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(i, c)| i * c)
+            .collect();
+        Some(CacheSlot::new(
+            plan.key.clone(),
+            &origin,
+            &self.chunk_shape,
+            &self.info.shape,
+        ))
+    }
+
+    /// The cache slot of inner chunk `part` of the shard `plan` reads.
+    pub(crate) fn inner_slot(
+        &self,
+        plan: &ChunkPlan,
+        part: &InnerPart,
+        inner_shape: &[u64],
+    ) -> Option<CacheSlot> {
+        let index = plan.index.as_ref()?;
+        let origin: Vec<u64> = index
+            .iter()
+            .zip(&self.chunk_shape)
+            .zip(part.coord.iter().zip(inner_shape))
+            .map(|((i, c), (p, s))| i * c + p * s)
+            .collect();
+        Some(CacheSlot::new(
+            inner_key(&plan.key, &part.coord),
+            &origin,
+            inner_shape,
+            &self.info.shape,
+        ))
+    }
+
+    /// One stored chunk or shard of a local or zarrs store, through the cache.
+    fn read_cached(
+        &self,
+        chain: &ChunkChain,
+        plan: &ChunkPlan,
+        target: &ChunkTarget<'_>,
+        cache: Option<&ChunkCache>,
+    ) -> Result<bool> {
+        let (Some(cache), true) = (cache, plan.index.is_some()) else {
+            return read_stored(&self.store, chain, &plan.key, &plan.placement, target);
+        };
+        if let Some(spec) = chain.plain_sharding() {
+            return self.read_shard_cached(spec, plan, target, cache);
+        }
+        let slot = self.slot(plan, Some(cache)).expect("a cache and an index");
+        if let Some(hit) = cache.get(&slot.key) {
+            scatter_entry(&hit, &slot, &plan.placement, target)?;
+            return Ok(true);
+        }
+        let mut stored = false;
+        let entry = decode_entry(
+            |t, p| {
+                stored = read_stored(&self.store, chain, &plan.key, p, t)?;
+                Ok(())
+            },
+            &slot,
+            &self.chunk_shape,
+            target,
+        )?;
+        scatter_entry(&entry, &slot, &plan.placement, target)?;
+        cache.insert(slot.key, entry);
+        Ok(stored)
+    }
+
+    /// A shard through the cache, inner chunk by inner chunk: the shard is opened (and its
+    /// index read) only when some inner chunk the read needs is not cached.
+    fn read_shard_cached(
+        &self,
+        spec: &crate::decode::chain::Sharding,
+        plan: &ChunkPlan,
+        target: &ChunkTarget<'_>,
+        cache: &ChunkCache,
+    ) -> Result<bool> {
+        let parts = inner_parts(spec, &plan.placement);
+        let mut missing = Vec::new();
+        for part in parts {
+            let slot = self
+                .inner_slot(plan, &part, &spec.inner_shape)
+                .expect("planned with an index");
+            match cache.get(&slot.key) {
+                Some(hit) => scatter_entry(&hit, &slot, &part.placement, target)?,
+                None => missing.push((part, slot)),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(true);
+        }
+        let Some(src) = self.store.open_ranged(&plan.key)? else {
+            for (part, slot) in missing {
+                let entry = decode_entry(
+                    |t, p| {
+                        p.fill(t.out, t.fill)
+                            .map_err(|e| DecodeError::from(e).at(&slot.key))
+                    },
+                    &slot,
+                    &spec.inner_shape,
+                    target,
+                )?;
+                scatter_entry(&entry, &slot, &part.placement, target)?;
+                cache.insert(slot.key, entry);
+            }
+            return Ok(false);
+        };
+        let n: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
+        let index = ShardIndex::read(spec, src.as_ref(), n).map_err(|e| e.at(&plan.key))?;
+        let one = |(part, slot): &(InnerPart, CacheSlot)| -> Result<()> {
+            let entry = decode_entry(
+                |t, p| {
+                    let within = InnerPart {
+                        placement: p.clone(),
+                        ..part.clone()
+                    };
+                    decode_inner(spec, src.as_ref(), &index, &within, t, &plan.key)
+                },
+                slot,
+                &spec.inner_shape,
+                target,
+            )?;
+            scatter_entry(&entry, slot, &part.placement, target)?;
+            cache.insert(slot.key.clone(), entry);
+            Ok(())
+        };
+        if missing.len() > 1 {
+            missing.par_iter().try_for_each(one)?;
+        } else {
+            missing.iter().try_for_each(one)?;
+        }
+        Ok(true)
+    }
+
+    /// Reads whole chunks of the `chunks` grid, each into its own buffer, in parallel.
+    /// With a cache, hits share the cache's bytes; misses are fresh (the cache keeps its
+    /// own copy).
+    pub fn read_chunks(
+        &self,
+        indices: &[Vec<u64>],
+        cache: Option<&ChunkCache>,
+    ) -> Result<Vec<ChunkData>> {
+        let one = |index: &Vec<u64>| -> Result<ChunkData> {
+            let region = self.chunk_region(index)?;
+            if let Some(hit) = cache.and_then(|c| c.get_if_hit(&self.cache_key_of_chunk(index))) {
+                return Ok(ChunkData {
+                    bytes: hit,
+                    shape: region.out_shape,
+                    cached: true,
+                });
+            }
+            let bytes = self.read_region(&region, cache)?;
+            Ok(ChunkData {
+                bytes,
+                shape: region.out_shape,
+                cached: false,
+            })
+        };
+        if indices.len() == 1 {
+            indices.iter().map(one).collect()
+        } else {
+            indices.par_iter().map(one).collect()
+        }
+    }
+
+    /// The cache key of chunk `index` of the `chunks` grid (an inner chunk of a shard has
+    /// its shard's key and its position in the shard).
+    fn cache_key_of_chunk(&self, index: &[u64]) -> String {
+        let per_shard: Vec<u64> = self
+            .chunk_shape
+            .iter()
+            .zip(&self.info.chunks)
+            .map(|(s, c)| s / c)
+            .collect();
+        let shard: Vec<u64> = index.iter().zip(&per_shard).map(|(i, n)| i / n).collect();
+        let key = self.chunk_key(&shard);
+        match &self.info.shards {
+            Some(_) if self.chain().is_ok_and(|c| c.plain_sharding().is_some()) => {
+                let coord: Vec<u64> = index.iter().zip(&per_shard).map(|(i, n)| i % n).collect();
+                inner_key(&key, &coord)
+            }
+            _ => key,
+        }
+    }
 }
 
 /// Reads the stored chunk (or shard) at `key` and decodes the part `placement` wants into
@@ -144,302 +556,4 @@ fn read_raw(
         }
     }
     sink.finish().map_err(|e| DecodeError::from(e).at(key))
-}
-
-impl ArrayReader {
-    /// Reads `region` into a fresh buffer that nobody else holds. Runs on the current rayon
-    /// pool (wrap in `pool::install`).
-    pub fn read_region(&self, region: &Region, cache: Option<&ChunkCache>) -> Result<Bytes> {
-        let elem = self.info.dtype.size();
-        let nbytes = checked_nbytes(&region.extent(), elem)?;
-        if nbytes == 0 {
-            return Ok(Bytes::new());
-        }
-        let mut buf = try_output_buffer(
-            nbytes,
-            &format!("reading {} bytes of {}", nbytes, self.info.path),
-        )?;
-        // SAFETY: `buf` has capacity `nbytes` and outlives `out`; every chunk writes a
-        // disjoint part of it (the placements of a regular grid do not overlap).
-        let out = unsafe { OutPtr::new(buf.as_mut_ptr(), nbytes) };
-        match &self.decoder {
-            Decoder::Own { chain, grid_chunk } => {
-                self.read_own(chain, grid_chunk, region, &out, cache)?
-            }
-            Decoder::Zarrs { .. } => self.read_zarrs(region, &out)?,
-        }
-        // SAFETY: the planner covered every byte of the region (decoded or filled), and
-        // each writer succeeded, so all `nbytes` are initialised.
-        unsafe { buf.set_len(nbytes) };
-        Ok(Bytes::from(buf))
-    }
-
-    fn read_own(
-        &self,
-        chain: &Arc<ChunkChain>,
-        grid_chunk: &[u64],
-        region: &Region,
-        out: &OutPtr,
-        cache: Option<&ChunkCache>,
-    ) -> Result<()> {
-        let elem = self.info.dtype.size();
-        let strides = c_strides(&region.extent(), elem);
-        let mut target = ChunkTarget {
-            threads: 1,
-            out,
-            elem,
-            fill: &self.info.fill_value,
-        };
-        let grid: Vec<Range<u64>> = region
-            .ranges
-            .iter()
-            .zip(grid_chunk)
-            .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
-            .collect();
-        let count: u64 = grid.iter().map(|r| r.end - r.start).product();
-        target.threads = crate::pool::codec_threads(count);
-        if let Some(remote) = self.store.remote() {
-            // Over a network: fetch everything concurrently, decode as pieces arrive.
-            let fetches = (0..count)
-                .filter_map(|linear| {
-                    let index = unravel(linear, &grid);
-                    let origin: Vec<u64> =
-                        index.iter().zip(grid_chunk).map(|(i, c)| i * c).collect();
-                    Placement::new(&origin, grid_chunk, &region.ranges, &strides).map(|placement| {
-                        Fetch {
-                            key: self.chunk_key(&index),
-                            chain: chain.clone(),
-                            placement,
-                        }
-                    })
-                })
-                .collect();
-            return read_remote(remote, fetches, &target).map(|_| ());
-        }
-        let decode = |linear: u64| -> Result<()> {
-            let index = unravel(linear, &grid);
-            let origin: Vec<u64> = index.iter().zip(grid_chunk).map(|(i, c)| i * c).collect();
-            match Placement::new(&origin, grid_chunk, &region.ranges, &strides) {
-                Some(p) => self.decode_stored(chain, &index, &p, &target, cache),
-                None => Ok(()),
-            }
-        };
-        if count == 1 {
-            decode(0)
-        } else {
-            (0..count).into_par_iter().try_for_each(decode)
-        }
-    }
-
-    /// Decodes one stored chunk (or shard) at `index` of the storage grid.
-    fn decode_stored(
-        &self,
-        chain: &ChunkChain,
-        index: &[u64],
-        placement: &Placement,
-        target: &ChunkTarget<'_>,
-        cache: Option<&ChunkCache>,
-    ) -> Result<()> {
-        let key = self.chunk_key(index);
-        let elem = target.elem;
-        let cache_key = cache
-            .filter(|_| chain.plain_sharding().is_none())
-            .map(|_| (self.info.path.clone(), index.to_vec()));
-        if let (Some(cache), Some(ck)) = (cache, &cache_key) {
-            if let Some(hit) = cache.get(ck) {
-                return self.scatter_cached(index, &hit, placement, target);
-            }
-        }
-        read_stored(&self.store, chain, &key, placement, target)?;
-        if let (Some(cache), Some(ck)) = (cache, cache_key) {
-            let bounded = self.bounded_placement(index, placement);
-            if bounded.wants_whole_chunk() {
-                // SAFETY: this thread just wrote exactly these bytes, and no one else writes them.
-                let copy = unsafe { bounded.gather(target.out, elem) }
-                    .map_err(|e| DecodeError::from(e).at(&key))?;
-                cache.insert(ck, Bytes::from(copy));
-            }
-        }
-        Ok(())
-    }
-
-    /// `placement` with the chunk trimmed to the array bounds (the layout of cache entries).
-    fn bounded_placement(&self, index: &[u64], placement: &Placement) -> Placement {
-        let shape = self
-            .info
-            .shape
-            .iter()
-            .zip(&placement.chunk_shape)
-            .zip(index)
-            .map(|((&s, &c), &i)| c.min(s.saturating_sub(i * c)))
-            .collect();
-        Placement {
-            chunk_shape: shape,
-            ..placement.clone()
-        }
-    }
-
-    fn scatter_cached(
-        &self,
-        index: &[u64],
-        hit: &Bytes,
-        placement: &Placement,
-        target: &ChunkTarget<'_>,
-    ) -> Result<()> {
-        let bounded = self.bounded_placement(index, placement);
-        let mut sink = Scatter::new(target.out, &bounded, target.elem, ByteOrder::Native, None);
-        let key = || self.chunk_key(index);
-        sink.write(hit)
-            .map_err(|e| DecodeError::from(e).at(&key()))?;
-        sink.finish().map_err(|e| DecodeError::from(e).at(&key()))
-    }
-
-    /// zarrs' decoder, for chains zarrpipe does not decode itself, chunk by chunk in
-    /// parallel so that errors name the chunk. Its bytes codecs are zarrpipe's bounded ones
-    /// (`harden`); zarrs panics on some other corrupt inputs (ZARRS-NOTES §6), and a panic
-    /// becomes an error here.
-    fn read_zarrs(&self, region: &Region, out: &OutPtr) -> Result<()> {
-        let path = &self.info.path;
-        let elem = self.info.dtype.size();
-        let subset = ArraySubset::new_with_ranges(&region.ranges);
-        let chunks = self
-            .array
-            .chunks_in_array_subset(&subset)
-            .map_err(|e| Error::InvalidSelection(e.to_string()))?;
-        let Some(chunks) = chunks else { return Ok(()) };
-        let indices: Vec<Vec<u64>> = chunks.indices().into_iter().map(|i| i.to_vec()).collect();
-        let strides = c_strides(&region.extent(), elem);
-        let one = |index: &Vec<u64>| -> Result<()> {
-            let key = self.chunk_key(index);
-            let chunk = self
-                .array
-                .chunk_subset(index)
-                .map_err(|e| array_error(&key, e))?;
-            let Ok(part) = chunk.overlap(&subset) else {
-                return Ok(());
-            };
-            if part.is_empty() {
-                return Ok(());
-            }
-            let within = part
-                .relative_to(chunk.start())
-                .map_err(|e| Error::Internal(e.to_string()))?;
-            let options = CodecOptions::default().with_concurrent_target(1);
-            let decoded = catch_unwind(AssertUnwindSafe(|| {
-                self.array
-                    .retrieve_chunk_subset_opt::<ArrayBytes<'static>>(index, &within, &options)
-            }))
-            .map_err(|_| {
-                Error::corrupt(
-                    &key,
-                    "zarrs panicked while decoding this chunk (corrupt data?)",
-                )
-            })?
-            .map_err(|e| array_error(&key, e))?;
-            let raw = decoded
-                .into_fixed()
-                .map_err(|e| Error::Unsupported(format!("array {path}: {e}")))?;
-            // The decoded part is a C-order block of `part`'s shape: place it as a chunk.
-            let placement = Placement::new(part.start(), part.shape(), &region.ranges, &strides)
-                .ok_or_else(|| Error::Internal("fallback chunk outside the region".into()))?;
-            let mut sink = Scatter::new(out, &placement, elem, ByteOrder::Native, None);
-            sink.write(&raw)
-                .map_err(|e| DecodeError::from(e).at(&key))?;
-            sink.finish().map_err(|e| DecodeError::from(e).at(&key))
-        };
-        if indices.len() == 1 {
-            indices.iter().try_for_each(one)
-        } else {
-            indices.par_iter().try_for_each(one)
-        }
-    }
-
-    /// The number of chunks along each axis of the `chunks` grid.
-    #[must_use]
-    pub fn chunk_grid_shape(&self) -> Vec<u64> {
-        self.info
-            .shape
-            .iter()
-            .zip(&self.info.chunks)
-            .map(|(s, c)| s.div_ceil(*c))
-            .collect()
-    }
-
-    /// The in-bounds region of chunk `index` of the `chunks` grid.
-    pub fn chunk_region(&self, index: &[u64]) -> Result<Region> {
-        let grid = self.chunk_grid_shape();
-        if index.len() != grid.len() || index.iter().zip(&grid).any(|(i, g)| i >= g) {
-            return Err(Error::InvalidSelection(format!(
-                "chunk index {index:?} is out of bounds for a chunk grid of shape {grid:?}"
-            )));
-        }
-        let ranges: Vec<Range<u64>> = index
-            .iter()
-            .zip(&self.info.chunks)
-            .zip(&self.info.shape)
-            .map(|((&i, &c), &s)| i * c..((i + 1) * c).min(s))
-            .collect();
-        let out_shape = ranges.iter().map(|r| r.end - r.start).collect();
-        Ok(Region { ranges, out_shape })
-    }
-
-    /// Reads whole chunks of the `chunks` grid, each into its own buffer, in parallel.
-    /// With a cache, hits share the cache's bytes; misses are fresh (the cache keeps a copy).
-    pub fn read_chunks(
-        &self,
-        indices: &[Vec<u64>],
-        cache: Option<&ChunkCache>,
-    ) -> Result<Vec<ChunkData>> {
-        let one = |index: &Vec<u64>| -> Result<ChunkData> {
-            let region = self.chunk_region(index)?;
-            let key = (self.info.path.clone(), index.clone());
-            if let Some(hit) = cache.and_then(|c| c.get(&key)) {
-                return Ok(ChunkData {
-                    bytes: hit,
-                    shape: region.out_shape,
-                    cached: true,
-                });
-            }
-            let bytes = self.read_region(&region, None)?;
-            if let Some(cache) = cache {
-                cache.insert(key, Bytes::copy_from_slice(&bytes));
-            }
-            Ok(ChunkData {
-                bytes,
-                shape: region.out_shape,
-                cached: false,
-            })
-        };
-        if indices.len() == 1 {
-            indices.iter().map(one).collect()
-        } else {
-            indices.par_iter().map(one).collect()
-        }
-    }
-}
-
-fn unravel(mut linear: u64, grid: &[Range<u64>]) -> Vec<u64> {
-    let mut index = vec![0; grid.len()];
-    for a in (0..grid.len()).rev() {
-        let n = grid[a].end - grid[a].start;
-        index[a] = grid[a].start + linear % n;
-        linear /= n;
-    }
-    index
-}
-
-/// Maps a zarrs read error (fallback path) to zarrpipe's.
-fn array_error(path: &str, e: ArrayError) -> Error {
-    use zarrs::array::CodecError;
-    match e {
-        ArrayError::CodecError(CodecError::InvalidChecksum) => Error::Checksum {
-            key: path.to_owned(),
-            detail: String::new(),
-        },
-        ArrayError::CodecError(CodecError::StorageError(s)) | ArrayError::StorageError(s) => {
-            crate::store::zarrs_storage_error(path, &s)
-        }
-        ArrayError::UnsupportedMethod(m) => Error::Unsupported(format!("array {path}: {m}")),
-        other => Error::corrupt(path, other),
-    }
 }

@@ -64,6 +64,8 @@ impl Default for RemoteSettings {
 #[derive(Debug, Default)]
 pub struct RequestCounts {
     pub gets: AtomicU64,
+    pub puts: AtomicU64,
+    pub deletes: AtomicU64,
     pub bytes: AtomicU64,
     pub heads: AtomicU64,
     pub lists: AtomicU64,
@@ -243,6 +245,25 @@ impl Remote {
         }
     }
 
+    /// Stores `bytes` at `key` in one request (readers see the old value or the new one).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<()> {
+        self.counts.puts.fetch_add(1, Ordering::Relaxed);
+        self.store
+            .put(&self.path(key), object_store::PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|e| storage_error(key, e))
+    }
+
+    /// Deletes the value at `key` (a missing one is no error).
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        self.counts.deletes.fetch_add(1, Ordering::Relaxed);
+        match self.store.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(storage_error(key, e)),
+        }
+    }
+
     /// The value at `key`, or `None` if it does not exist.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
@@ -350,7 +371,7 @@ impl Remote {
         }
     }
 
-    async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
+    pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
         use futures::TryStreamExt;
         self.counts.lists.fetch_add(1, Ordering::Relaxed);
         let base = self.path(prefix);

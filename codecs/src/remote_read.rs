@@ -1,75 +1,142 @@
-//! Reading a region from an object store: every stored chunk (or shard) the region touches
-//! is fetched concurrently on the I/O runtime, and each piece is decoded on the rayon pool
-//! as soon as it arrives. A shard the region covers whole is one request; a shard read in
-//! part costs one request for its index, then one per run of nearby inner chunks needed.
+//! Reading a plan from an object store: chunks (and inner chunks of shards) found in the
+//! chunk cache are placed at once; every other stored chunk is fetched concurrently on the
+//! I/O runtime and decoded on the rayon pool as soon as it arrives. A shard the read needs
+//! whole is one request; a shard read in part costs one request for its index, then one
+//! per run of nearby inner chunks. The pool thread that waits for the network decodes
+//! whatever has arrived and blocks only when there is nothing to decode.
 
-use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::mpsc::{channel, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 
+use crate::array::Array;
+use crate::cache::ChunkCache;
 use crate::decode::bytes_codecs::DecodeError;
 use crate::decode::chain::{ChunkChain, Sharding};
 use crate::decode::placement::Placement;
-use crate::decode::sharding::{inner_work, ShardIndex};
+use crate::decode::sharding::{inner_chunk_name, inner_parts, InMemory, InnerPart, ShardIndex};
 use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
-use crate::read::stored_limit;
+use crate::plan::ChunkPlan;
+use crate::read::{decode_entry, scatter_entry, stored_limit, CacheSlot};
 use crate::remote::{runtime, Remote};
 
-/// One stored chunk (or shard) a read touches, and the chain that decodes it.
-pub struct Fetch {
-    pub key: String,
-    pub chain: Arc<ChunkChain>,
-    pub placement: Placement,
+/// What to fetch for one plan item.
+enum Want {
+    /// A whole chunk.
+    Chunk { slot: Option<CacheSlot> },
+    /// Inner chunks of a shard (all of them when `whole`: one request for the shard).
+    Inner {
+        parts: Vec<(InnerPart, Option<CacheSlot>)>,
+        whole: bool,
+    },
 }
 
-/// A piece ready to decode: its bytes (`None`: missing, read the fill value), the chain
-/// that decodes them, and where they go.
-struct Piece {
+struct Fetch {
+    plan: usize,
     key: String,
-    /// Whether the chunk (or the shard holding it) is stored.
+    placement: Placement,
+    want: Want,
+}
+
+/// One chunk ready to decode: its bytes (`None`: missing, read the fill value).
+struct Piece {
+    plan: usize,
+    /// Whether the chunk, or the shard holding it, is stored.
     stored: bool,
+    name: String,
     chain: Arc<ChunkChain>,
     placement: Placement,
+    slot: Option<CacheSlot>,
     bytes: Option<Bytes>,
 }
 
-/// Fetches and decodes `fetches` into `target`. Returns, per fetch, whether its chunk (or
-/// shard) was stored (a missing one reads as the fill value).
+/// Fetches and decodes every chunk of `plans` into `target`. Returns per plan item whether
+/// its chunk (or shard) is stored.
 pub fn read_remote(
+    array: &Array,
     remote: &Arc<Remote>,
-    fetches: Vec<Fetch>,
+    chain: &Arc<ChunkChain>,
+    plans: &[ChunkPlan],
     target: &ChunkTarget<'_>,
+    cache: Option<&ChunkCache>,
 ) -> Result<Vec<bool>> {
-    let mut present = vec![false; fetches.len()];
-    let (tx, rx) = channel::<Result<(usize, Piece)>>();
-    let concurrency = remote.settings.concurrency.max(1);
-    let (remote2, elem) = (remote.clone(), target.elem);
-    let fetching = runtime()?.spawn(async move {
-        let mut pieces = futures::stream::iter(fetches.into_iter().enumerate())
-            .map(|(i, f)| {
-                let remote = remote2.clone();
-                async move { fetch_one(remote, f, elem).await.map(|list| (i, list)) }
-            })
-            .buffer_unordered(concurrency);
-        while let Some(result) = pieces.next().await {
-            match result {
-                // A send fails once the reader has stopped: stop fetching too.
-                Ok((i, list)) => {
-                    if list.into_iter().any(|p| tx.send(Ok((i, p))).is_err()) {
-                        break;
+    let mut present = vec![true; plans.len()];
+    let mut hits: Vec<(Bytes, CacheSlot, Placement)> = Vec::new();
+    let mut fetches = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let fetch = |want| Fetch {
+            plan: i,
+            key: plan.key.clone(),
+            placement: plan.placement.clone(),
+            want,
+        };
+        match chain.plain_sharding() {
+            Some(spec) => {
+                let mut parts = Vec::new();
+                for part in inner_parts(spec, &plan.placement) {
+                    let slot = cache.and_then(|_| array.inner_slot(plan, &part, &spec.inner_shape));
+                    match (cache, &slot) {
+                        (Some(c), Some(s)) => match c.get(&s.key) {
+                            Some(hit) => hits.push((hit, s.clone(), part.placement.clone())),
+                            None => parts.push((part, slot)),
+                        },
+                        _ => parts.push((part, slot)),
                     }
                 }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    break;
+                if !parts.is_empty() {
+                    let whole = plan.placement.wants_whole_chunk()
+                        && parts.len() as u64
+                            == spec
+                                .grid(&plan.placement.chunk_shape)
+                                .iter()
+                                .product::<u64>();
+                    fetches.push(fetch(Want::Inner { parts, whole }));
+                }
+            }
+            None => {
+                let slot = array.slot(plan, cache);
+                match (cache, &slot) {
+                    (Some(c), Some(s)) => match c.get(&s.key) {
+                        Some(hit) => hits.push((hit, s.clone(), plan.placement.clone())),
+                        None => fetches.push(fetch(Want::Chunk { slot })),
+                    },
+                    _ => fetches.push(fetch(Want::Chunk { slot })),
                 }
             }
         }
+    }
+    for f in &fetches {
+        present[f.plan] = false;
+    }
+
+    let (tx, rx) = channel::<Result<Piece>>();
+    let concurrency = remote.settings.concurrency.max(1);
+    let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
+    let fetching = runtime()?.spawn(async move {
+        let mut pieces = futures::stream::iter(fetches)
+            .map(|f| {
+                let (remote, chain) = (remote2.clone(), chain2.clone());
+                async move { fetch_one(&remote, &chain, f, elem).await }
+            })
+            .buffer_unordered(concurrency);
+        while let Some(result) = pieces.next().await {
+            let stop = match result {
+                // A send fails once the reader has stopped: stop fetching too.
+                Ok(list) => list.into_iter().any(|p| tx.send(Ok(p)).is_err()),
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    true
+                }
+            };
+            if stop {
+                break;
+            }
+        }
     });
+
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
     let record = |e: Error| {
         first_error
@@ -79,25 +146,45 @@ pub fn read_remote(
     };
     let record = &record;
     let present_mut = &mut present;
-    rayon::scope(move |s| loop {
-        match rx.recv_timeout(Duration::from_millis(1)) {
-            Ok(Ok((i, piece))) => {
-                present_mut[i] |= piece.stored;
-                s.spawn(move |_| {
-                    if let Err(e) = decode_piece(&piece, target) {
-                        record(e);
+    rayon::scope(move |s| {
+        for (hit, slot, placement) in hits {
+            s.spawn(move |_| {
+                if let Err(e) = scatter_entry(&hit, &slot, &placement, target) {
+                    record(e);
+                }
+            });
+        }
+        let mut handle = |piece: Piece| {
+            present_mut[piece.plan] |= piece.stored;
+            s.spawn(move |_| {
+                if let Err(e) = decode_piece(&piece, target, cache) {
+                    record(e);
+                }
+            });
+        };
+        loop {
+            match rx.try_recv() {
+                Ok(Ok(piece)) => handle(piece),
+                Ok(Err(e)) => {
+                    record(e);
+                    break;
+                }
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    // Decode what has arrived; wait for the network only with nothing to do.
+                    if matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
+                        continue;
                     }
-                });
+                    match rx.recv() {
+                        Ok(Ok(piece)) => handle(piece),
+                        Ok(Err(e)) => {
+                            record(e);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
             }
-            Ok(Err(e)) => {
-                record(e);
-                break;
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                // Help decode while the network is busy.
-                let _ = rayon::yield_now();
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
         }
     });
     fetching.abort();
@@ -110,92 +197,159 @@ pub fn read_remote(
     }
 }
 
-fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>) -> Result<()> {
-    match &piece.bytes {
-        Some(bytes) => decode_chunk(&piece.chain, bytes, &piece.placement, target, &piece.key),
-        None => piece
-            .placement
-            .fill(target.out, target.fill)
-            .map_err(|e| DecodeError::from(e).at(&piece.key)),
+fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>, cache: Option<&ChunkCache>) -> Result<()> {
+    let decode = |t: &ChunkTarget<'_>, p: &Placement| match &piece.bytes {
+        Some(bytes) => decode_chunk(&piece.chain, bytes, p, t, &piece.name),
+        None => p
+            .fill(t.out, t.fill)
+            .map_err(|e| DecodeError::from(e).at(&piece.name)),
+    };
+    match (&piece.slot, cache) {
+        (Some(slot), Some(cache)) => {
+            let entry = decode_entry(decode, slot, &piece.placement.chunk_shape, target)?;
+            scatter_entry(&entry, slot, &piece.placement, target)?;
+            cache.insert(slot.key.clone(), entry);
+            Ok(())
+        }
+        _ => decode(target, &piece.placement),
     }
 }
 
-async fn fetch_one(remote: Arc<Remote>, f: Fetch, elem: usize) -> Result<Vec<Piece>> {
-    let chain = f.chain.clone();
-    let sharding = chain.plain_sharding();
-    // A shard read whole is one request, like a chunk; only a part of one needs its index.
-    let Some(spec) = sharding.filter(|_| !f.placement.wants_whole_chunk()) else {
-        let bytes = remote.get(&f.key).await?;
-        if let Some(b) = &bytes {
-            if b.len() as u64 > stored_limit(&chain, &f.placement, elem) {
-                return Err(Error::corrupt(
-                    &f.key,
-                    format!(
-                        "stored value is {} bytes, more than any encoding of the chunk",
-                        b.len()
-                    ),
-                ));
-            }
-        }
-        return Ok(vec![Piece {
-            key: f.key,
-            stored: bytes.is_some(),
-            chain,
-            placement: f.placement,
-            bytes,
-        }]);
-    };
-    fetch_shard(&remote, spec, &chain, f).await
-}
-
-/// A shard: its index, then the inner chunks the placement needs, adjacent ones together.
-async fn fetch_shard(
+async fn fetch_one(
     remote: &Remote,
-    spec: &Sharding,
     chain: &Arc<ChunkChain>,
     f: Fetch,
+    elem: usize,
 ) -> Result<Vec<Piece>> {
-    let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
-    let index_len = spec.index_len(n);
+    match f.want {
+        Want::Chunk { slot } => {
+            let bytes = remote.get(&f.key).await?;
+            check_size(&bytes, stored_limit(chain, &f.placement, elem), &f.key)?;
+            Ok(vec![Piece {
+                plan: f.plan,
+                stored: bytes.is_some(),
+                name: f.key,
+                chain: chain.clone(),
+                placement: f.placement,
+                slot,
+                bytes,
+            }])
+        }
+        Want::Inner { parts, whole } => {
+            let spec = chain
+                .plain_sharding()
+                .ok_or_else(|| Error::Internal("inner chunks of an unsharded array".into()))?;
+            let inner_chain = Arc::new(spec.inner.clone());
+            let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
+            let bytes: Vec<Option<Bytes>> = if whole {
+                let Some(shard) = remote.get(&f.key).await? else {
+                    return Ok(missing_shard(f.plan, &f.key, &inner_chain, parts));
+                };
+                let limit = stored_limit(chain, &f.placement, elem);
+                check_size(&Some(shard.clone()), limit, &f.key)?;
+                let index =
+                    ShardIndex::read(spec, &InMemory(&shard), n).map_err(|e| e.at(&f.key))?;
+                parts
+                    .iter()
+                    .map(|(p, _)| {
+                        index
+                            .entry(p.linear)
+                            .map(|(o, l)| shard.slice(o as usize..(o + l) as usize))
+                    })
+                    .collect()
+            } else {
+                match fetch_inner(remote, spec, &f.key, n, &parts).await? {
+                    Some(bytes) => bytes,
+                    None => return Ok(missing_shard(f.plan, &f.key, &inner_chain, parts)),
+                }
+            };
+            Ok(parts
+                .into_iter()
+                .zip(bytes)
+                .map(|((part, slot), bytes)| Piece {
+                    plan: f.plan,
+                    stored: true,
+                    name: inner_chunk_name(&f.key, &part.coord),
+                    chain: inner_chain.clone(),
+                    placement: part.placement,
+                    slot,
+                    bytes,
+                })
+                .collect())
+        }
+    }
+}
+
+/// The bytes of a shard's inner chunks `parts` (`None` per empty index entry), after a
+/// request for its index; `None` if the shard is missing.
+async fn fetch_inner(
+    remote: &Remote,
+    spec: &Sharding,
+    key: &str,
+    n: u64,
+    parts: &[(InnerPart, Option<CacheSlot>)],
+) -> Result<Option<Vec<Option<Bytes>>>> {
     let Some((index_bytes, shard_len)) = remote
-        .get_index(&f.key, spec.index_at_end, index_len)
+        .get_index(key, spec.index_at_end, spec.index_len(n))
         .await?
     else {
-        return Ok(vec![Piece {
-            key: f.key,
-            stored: false,
-            chain: chain.clone(),
-            placement: f.placement,
-            bytes: None,
-        }]);
+        return Ok(None);
     };
     // Parse the index as if it sat in a shard of the real length (offsets are checked
     // against that length).
     let index =
-        ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(&f.key))?;
-    let inner_chain = Arc::new(spec.inner.clone());
-    let work = inner_work(spec, &index, &f.placement);
-    let ranges: Vec<_> = work
+        ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(key))?;
+    let ranges: Vec<_> = parts
         .iter()
-        .filter_map(|w| w.2.map(|(o, l)| o..o + l))
+        .filter_map(|(p, _)| index.entry(p.linear).map(|(o, l)| o..o + l))
         .collect();
     let mut fetched = if ranges.is_empty() {
         Vec::new()
     } else {
         remote
-            .get_ranges(&f.key, &ranges)
+            .get_ranges(key, &ranges)
             .await?
-            .ok_or_else(|| Error::corrupt(&f.key, "shard vanished while reading"))?
+            .ok_or_else(|| Error::corrupt(key, "shard vanished while reading"))?
     }
     .into_iter();
-    Ok(work
+    Ok(Some(
+        parts
+            .iter()
+            .map(|(p, _)| index.entry(p.linear).and_then(|_| fetched.next()))
+            .collect(),
+    ))
+}
+
+/// Pieces that fill the inner chunks of a missing shard.
+fn missing_shard(
+    plan: usize,
+    key: &str,
+    chain: &Arc<ChunkChain>,
+    parts: Vec<(InnerPart, Option<CacheSlot>)>,
+) -> Vec<Piece> {
+    parts
         .into_iter()
-        .map(|(coord, placement, entry)| Piece {
-            key: format!("{} (inner chunk {coord:?})", f.key),
-            stored: true,
-            chain: inner_chain.clone(),
-            placement,
-            bytes: entry.and_then(|_| fetched.next()),
+        .map(|(part, slot)| Piece {
+            plan,
+            stored: false,
+            name: inner_chunk_name(key, &part.coord),
+            chain: chain.clone(),
+            placement: part.placement,
+            slot,
+            bytes: None,
         })
-        .collect())
+        .collect()
+}
+
+fn check_size(bytes: &Option<Bytes>, limit: u64, key: &str) -> Result<()> {
+    match bytes {
+        Some(b) if b.len() as u64 > limit => Err(Error::corrupt(
+            key,
+            format!(
+                "stored value is {} bytes, more than any encoding of the chunk",
+                b.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }

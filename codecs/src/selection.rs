@@ -32,6 +32,8 @@ impl AxisSelector {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Region {
     pub ranges: Vec<Range<u64>>,
+    /// Per axis: selected by an integer, so absent from the output.
+    pub dropped: Vec<bool>,
     /// The shape handed to the caller: `ranges` lengths without the dropped axes.
     pub out_shape: Vec<u64>,
 }
@@ -42,6 +44,7 @@ impl Region {
     pub fn all(shape: &[u64]) -> Self {
         Self {
             ranges: shape.iter().map(|&d| 0..d).collect(),
+            dropped: vec![false; shape.len()],
             out_shape: shape.to_vec(),
         }
     }
@@ -89,6 +92,7 @@ impl Region {
         expanded.resize(shape.len(), AxisSelector::FULL);
 
         let mut ranges = Vec::with_capacity(shape.len());
+        let mut dropped = Vec::with_capacity(shape.len());
         let mut out_shape = Vec::with_capacity(shape.len());
         for (axis, (sel, &len)) in expanded.iter().zip(shape).enumerate() {
             match *sel {
@@ -99,6 +103,7 @@ impl Region {
                         ))
                     })?;
                     ranges.push(idx..idx + 1);
+                    dropped.push(true);
                 }
                 AxisSelector::Slice { start, stop, step } => {
                     if step.unwrap_or(1) != 1 {
@@ -110,12 +115,17 @@ impl Region {
                     let start = clamp(start, len, 0);
                     let stop = clamp(stop, len, len).max(start);
                     ranges.push(start..stop);
+                    dropped.push(false);
                     out_shape.push(stop - start);
                 }
                 AxisSelector::Ellipsis => unreachable!("ellipsis expanded above"),
             }
         }
-        Ok(Self { ranges, out_shape })
+        Ok(Self {
+            ranges,
+            dropped,
+            out_shape,
+        })
     }
 }
 

@@ -1,5 +1,7 @@
-//! Where encoded chunks come from: a local directory read with plain file I/O (whole files
-//! into pooled buffers, shards by byte range), or any zarrs store (memory, object stores).
+//! Where encoded chunks come from and go to: a local directory read with plain file I/O
+//! (whole files into pooled buffers, shards by byte range; files replaced atomically on
+//! write), an object store, memory, or any other zarrs store (read-only). The kind of store
+//! is recognised once, when it is opened.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -11,6 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::byte_range::ByteRange;
+use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{ReadableListableStorage, StoreKey};
 
 use crate::decode::placement::RawTarget;
@@ -42,7 +45,9 @@ enum Backend {
     Local(PathBuf),
     /// An object store (S3, GCS, Azure, HTTP), read concurrently by zarrpipe.
     Remote(Arc<Remote>),
-    /// Anything zarrs can read.
+    /// Keys and values in memory (tests, fuzzing, caller-supplied chunks).
+    Memory(Arc<MemoryStore>),
+    /// Anything else zarrs can read.
     Zarrs,
 }
 
@@ -51,6 +56,7 @@ pub struct Store {
     backend: Backend,
     zarrs: ReadableListableStorage,
     description: String,
+    read_only: bool,
 }
 
 impl Store {
@@ -77,7 +83,37 @@ impl Store {
             backend: Backend::Local(path.to_path_buf()),
             zarrs: Arc::new(zarrs),
             description: path.display().to_string(),
+            read_only: false,
         })
+    }
+
+    /// The same store, refusing writes (`mode="r"`).
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Whether writes are refused.
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only || matches!(self.backend, Backend::Zarrs)
+    }
+
+    /// `ReadOnly` unless this store takes writes.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly(format!(
+                "{} was opened read-only{}",
+                self.description,
+                if self.read_only {
+                    " (mode=\"r\"); open it with mode=\"a\" to write"
+                } else {
+                    ""
+                }
+            )));
+        }
+        Ok(())
     }
 
     /// An object store at `url` (`s3://`, `gs://`, `az://`, `http(s)://`); `file://` URLs
@@ -95,6 +131,7 @@ impl Store {
             backend: Backend::Remote(remote.clone()),
             zarrs: Arc::new(RemoteStorage(remote)),
             description: url.to_owned(),
+            read_only: false,
         })
     }
 
@@ -114,21 +151,137 @@ impl Store {
             backend: Backend::Zarrs,
             zarrs: storage,
             description,
+            read_only: true,
         }
     }
 
-    /// An in-memory store holding `entries` (key, value): for tests and fuzzing.
+    /// An in-memory store holding `entries` (key, value): for tests, fuzzing, and arrays
+    /// whose chunks the caller supplies.
     #[must_use]
     pub fn in_memory(entries: impl IntoIterator<Item = (String, Vec<u8>)>) -> Self {
         use zarrs::storage::WritableStorageTraits;
-        let store = zarrs::storage::store::MemoryStore::new();
+        let store = Arc::new(MemoryStore::new());
         for (key, value) in entries {
             if let Ok(key) = StoreKey::new(key) {
                 // Setting a key in a memory store cannot fail.
                 let _ = store.set(&key, Bytes::from(value));
             }
         }
-        Self::from_zarrs(Arc::new(store), "memory".into())
+        Self {
+            backend: Backend::Memory(store.clone()),
+            zarrs: store,
+            description: "memory".into(),
+            read_only: false,
+        }
+    }
+
+    /// Deletes every value whose key starts with `prefix` (`""`: everything in the store).
+    pub fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        self.check_writable()?;
+        match &self.backend {
+            Backend::Local(root) => {
+                let dir = root.join(prefix.trim_matches('/'));
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                    Err(e) => return Err(Error::storage(prefix, e)),
+                };
+                for entry in entries {
+                    let path = entry.map_err(|e| Error::storage(prefix, e))?.path();
+                    let removed = if path.is_dir() {
+                        std::fs::remove_dir_all(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                    removed.map_err(|e| Error::storage(prefix, e))?;
+                }
+                Ok(())
+            }
+            Backend::Remote(remote) => {
+                let r = remote.clone();
+                let p = prefix.to_owned();
+                let keys = remote.block_on(async move { r.list_keys(&p).await })?;
+                let ops: Vec<(&str, Option<&[u8]>)> =
+                    keys.iter().map(|k| (k.as_str(), None)).collect();
+                self.put_many(&ops)
+            }
+            Backend::Memory(store) => {
+                use zarrs::storage::{StorePrefix, WritableStorageTraits};
+                let result = if prefix.is_empty() {
+                    store.erase_prefix(&StorePrefix::root())
+                } else {
+                    let p = StorePrefix::new(format!("{}/", prefix.trim_matches('/')))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                    store.erase_prefix(&p)
+                };
+                result.map_err(|e| zarrs_storage_error(prefix, &e))
+            }
+            Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
+        }
+    }
+
+    /// Stores (`Some`) or deletes (`None`) each value, all attempted; the first error is
+    /// returned. Every value ends old or new, never torn: local files are replaced by
+    /// rename, object-store values by one PUT each.
+    pub fn put_many(&self, ops: &[(&str, Option<&[u8]>)]) -> Result<()> {
+        use rayon::prelude::*;
+        self.check_writable()?;
+        match &self.backend {
+            Backend::Local(root) => {
+                let one = |(key, value): &(&str, Option<&[u8]>)| {
+                    let path = root.join(key.trim_start_matches('/'));
+                    match value {
+                        Some(bytes) => write_atomically(&path, bytes),
+                        None => remove_if_present(&path),
+                    }
+                    .map_err(|e| Error::storage(key, e))
+                };
+                let results: Vec<Result<()>> = if ops.len() > 1 {
+                    ops.par_iter().map(one).collect()
+                } else {
+                    ops.iter().map(one).collect()
+                };
+                results.into_iter().collect()
+            }
+            Backend::Remote(remote) => {
+                let owned: Vec<(String, Option<Bytes>)> = ops
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.map(Bytes::copy_from_slice)))
+                    .collect();
+                let r = remote.clone();
+                let concurrency = remote.settings.concurrency.max(1);
+                remote.block_on(async move {
+                    use futures::StreamExt;
+                    let results: Vec<Result<()>> = futures::stream::iter(owned)
+                        .map(|(key, value)| {
+                            let r = r.clone();
+                            async move {
+                                match value {
+                                    Some(bytes) => r.put(&key, bytes).await,
+                                    None => r.delete(&key).await,
+                                }
+                            }
+                        })
+                        .buffer_unordered(concurrency)
+                        .collect()
+                        .await;
+                    results.into_iter().collect()
+                })
+            }
+            Backend::Memory(store) => {
+                use zarrs::storage::WritableStorageTraits;
+                for (key, value) in ops {
+                    let k = store_key(key)?;
+                    match value {
+                        Some(bytes) => store.set(&k, Bytes::copy_from_slice(bytes)),
+                        None => store.erase(&k),
+                    }
+                    .map_err(|e| zarrs_storage_error(key, &e))?;
+                }
+                Ok(())
+            }
+            Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
+        }
     }
 
     #[must_use]
@@ -147,7 +300,7 @@ impl Store {
     pub fn local_root(&self) -> Option<&Path> {
         match &self.backend {
             Backend::Local(root) => Some(root),
-            Backend::Remote(_) | Backend::Zarrs => None,
+            Backend::Remote(_) | Backend::Memory(_) | Backend::Zarrs => None,
         }
     }
 
@@ -188,7 +341,7 @@ impl Store {
                     other => Ok(other.map(Encoded::Shared)),
                 }
             }
-            Backend::Zarrs => {
+            Backend::Memory(_) | Backend::Zarrs => {
                 let store_key = store_key(key)?;
                 if let Some(len) = self
                     .zarrs
@@ -237,7 +390,7 @@ impl Store {
                     }) as Box<dyn ByteSource>
                 }))
             }
-            Backend::Zarrs => {
+            Backend::Memory(_) | Backend::Zarrs => {
                 let store_key = store_key(key)?;
                 let len = self
                     .zarrs
@@ -421,6 +574,47 @@ impl ByteSource for ZarrsRanged<'_> {
             ));
         }
         Ok(Cow::Owned(bytes.to_vec()))
+    }
+}
+
+/// Replaces `path` with `bytes` so readers see the old file or the new one, never a mix.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let (tmp, mut file) = sibling_tempfile(dir, path)?;
+    let result = std::io::Write::write_all(&mut file, bytes)
+        .and_then(|()| file.sync_data())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A new file next to `path` with a name no other writer uses.
+fn sibling_tempfile(dir: &Path, path: &Path) -> std::io::Result<(PathBuf, File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("chunk");
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.zarrpipe-{}-{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

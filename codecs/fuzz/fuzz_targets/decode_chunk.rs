@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 
@@ -103,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
         ("a/c/0/0".to_string(), bytes.clone()),
         ("a/c/1/1".to_string(), bytes),
     ]);
-    let Ok(reader) = ArrayReader::open(Arc::new(store), "a") else {
+    let Ok(reader) = Array::open(Arc::new(store), "a") else {
         return;
     };
     if reader.fallback_reason().is_some() {

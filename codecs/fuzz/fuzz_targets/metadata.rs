@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::selection::Region;
 use zarrpipe_codecs::store::Store;
 
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         ("c/0/0".to_string(), vec![1, 0, 2, 0, 3, 0, 4, 0]),
         ("0.0".to_string(), vec![1, 0, 2, 0]),
     ]);
-    let Ok(reader) = ArrayReader::open(Arc::new(store), "") else {
+    let Ok(reader) = Array::open(Arc::new(store), "") else {
         return;
     };
     if reader.fallback_reason().is_some() {

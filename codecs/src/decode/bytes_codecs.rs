@@ -21,7 +21,12 @@ const PIECE: usize = 256 << 10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
     Corrupt(String),
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        stored: u32,
+        computed: u32,
+    },
+    /// A checksum zarrs checked, with what it said.
+    ChecksumFailed(String),
     OutOfMemory(usize),
 }
 

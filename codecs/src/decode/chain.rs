@@ -1,10 +1,16 @@
 //! The codec chains zarrpipe decodes itself, parsed from Zarr v3 codec metadata (v2 arrays
-//! arrive here converted by zarrs). Anything not listed is left to zarrs' own decoder.
+//! arrive here converted by zarrs). A chain (or the inner chain of a shard) with a codec not
+//! listed here is decoded by zarrs' codec chain, a whole chunk at a time, and placed like any
+//! other chunk, so every chunk goes through the same fetch, cache and placement path.
 //!
 //! Spec: <https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#codecs> and the
 //! sharding codec, <https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/>.
 
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
 use serde_json::Value;
+use zarrs::array::{CodecChain, DataType, FillValue};
 use zarrs::metadata::v3::MetadataV3;
 
 use super::placement::ByteOrder;
@@ -27,6 +33,34 @@ pub enum ArrayToBytes {
     Bytes(ByteOrder),
     /// `sharding_indexed`: inner chunks plus an index.
     Sharding(Box<Sharding>),
+    /// A chain with codecs zarrpipe does not decode itself: zarrs decodes whole chunks.
+    Zarrs(Box<ZarrsChain>),
+}
+
+/// A codec chain decoded (and encoded) by zarrs, for chunks of one shape.
+#[derive(Clone, Debug)]
+pub struct ZarrsChain {
+    pub codecs: Arc<CodecChain>,
+    pub shape: Vec<NonZeroU64>,
+    pub data_type: DataType,
+    pub fill_value: FillValue,
+    /// Why zarrpipe's own decoder does not handle it.
+    pub reason: String,
+}
+
+impl PartialEq for ZarrsChain {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.codecs, &other.codecs) && self.shape == other.shape
+    }
+}
+
+impl Eq for ZarrsChain {}
+
+/// The data type and fill value zarrs needs to decode a chain it handles.
+#[derive(Clone, Debug)]
+pub struct ZarrsTypes {
+    pub data_type: DataType,
+    pub fill_value: FillValue,
 }
 
 /// A whole chunk codec chain: `transpose`, then an array-to-bytes codec, then bytes codecs.
@@ -160,11 +194,83 @@ fn parse_codecs(config: &Value, field: &str) -> Result<Vec<MetadataV3>, ChainErr
 }
 
 impl ChunkChain {
-    /// Parses `codecs` for chunks of `chunk_shape` holding `dtype`.
+    /// Parses `codecs` for chunks of `chunk_shape` holding `dtype`, as a chain zarrpipe
+    /// decodes itself, or `Unsupported`.
     pub fn parse(
         codecs: &[MetadataV3],
         chunk_shape: &[u64],
         dtype: ElementType,
+    ) -> Result<Self, ChainError> {
+        Self::parse_with(codecs, chunk_shape, dtype, None)
+    }
+
+    /// Like [`Self::parse`], but a chain (or a shard's inner chain) zarrpipe does not decode
+    /// itself becomes a [`ZarrsChain`]; `Unsupported` only when zarrs cannot decode it either.
+    pub fn build(
+        codecs: &[MetadataV3],
+        chunk_shape: &[u64],
+        dtype: ElementType,
+        zarrs: &ZarrsTypes,
+    ) -> Result<Self, ChainError> {
+        Self::parse_with(codecs, chunk_shape, dtype, Some(zarrs))
+    }
+
+    fn parse_with(
+        codecs: &[MetadataV3],
+        chunk_shape: &[u64],
+        dtype: ElementType,
+        zarrs: Option<&ZarrsTypes>,
+    ) -> Result<Self, ChainError> {
+        match Self::parse_own(codecs, chunk_shape, dtype, zarrs) {
+            Err(ChainError::Unsupported(reason)) => match zarrs {
+                Some(types) => Self::zarrs(codecs, chunk_shape, types, reason),
+                None => Err(ChainError::Unsupported(reason)),
+            },
+            other => other,
+        }
+    }
+
+    fn zarrs(
+        codecs: &[MetadataV3],
+        chunk_shape: &[u64],
+        types: &ZarrsTypes,
+        reason: String,
+    ) -> Result<Self, ChainError> {
+        let chain = CodecChain::from_metadata(codecs)
+            .map_err(|e| unsupported(format!("{reason}; zarrs cannot decode it either: {e}")))?;
+        let shape = chunk_shape
+            .iter()
+            .map(|&d| NonZeroU64::new(d))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| invalid(format!("chunk shape {chunk_shape:?} has a zero")))?;
+        Ok(Self {
+            transpose: None,
+            array_to_bytes: ArrayToBytes::Zarrs(Box::new(ZarrsChain {
+                codecs: Arc::new(chain),
+                shape,
+                data_type: types.data_type.clone(),
+                fill_value: types.fill_value.clone(),
+                reason,
+            })),
+            bytes_codecs: Vec::new(),
+        })
+    }
+
+    /// Why zarrs decodes (part of) this chain, if it does.
+    #[must_use]
+    pub fn zarrs_reason(&self) -> Option<&str> {
+        match &self.array_to_bytes {
+            ArrayToBytes::Zarrs(z) => Some(&z.reason),
+            ArrayToBytes::Sharding(s) => s.inner.zarrs_reason(),
+            ArrayToBytes::Bytes(_) => None,
+        }
+    }
+
+    fn parse_own(
+        codecs: &[MetadataV3],
+        chunk_shape: &[u64],
+        dtype: ElementType,
+        zarrs: Option<&ZarrsTypes>,
     ) -> Result<Self, ChainError> {
         let ndim = chunk_shape.len();
         let mut transpose: Option<Vec<usize>> = None;
@@ -194,6 +300,7 @@ impl ChunkChain {
                         &cfg,
                         chunk_shape,
                         dtype,
+                        zarrs,
                     )?)));
                 }
                 _ if array_to_bytes.is_some() => bytes_codecs.push(match name {
@@ -236,7 +343,12 @@ impl ChunkChain {
 }
 
 impl Sharding {
-    fn parse(cfg: &Value, shard_shape: &[u64], dtype: ElementType) -> Result<Self, ChainError> {
+    fn parse(
+        cfg: &Value,
+        shard_shape: &[u64],
+        dtype: ElementType,
+        zarrs: Option<&ZarrsTypes>,
+    ) -> Result<Self, ChainError> {
         let inner_shape = parse_shape(cfg, "chunk_shape")?;
         if inner_shape.len() != shard_shape.len()
             || shard_shape
@@ -248,7 +360,8 @@ impl Sharding {
                 "inner chunk shape {inner_shape:?} does not divide shard shape {shard_shape:?}"
             )));
         }
-        let inner = ChunkChain::parse(&parse_codecs(cfg, "codecs")?, &inner_shape, dtype)?;
+        let inner =
+            ChunkChain::parse_with(&parse_codecs(cfg, "codecs")?, &inner_shape, dtype, zarrs)?;
         let index_at_end = match cfg.get("index_location").and_then(Value::as_str) {
             None | Some("end") => true,
             Some("start") => false,

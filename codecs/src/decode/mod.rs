@@ -8,9 +8,11 @@ pub mod placement;
 pub mod scratch;
 pub mod sharding;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use bytes_codecs::{decode_full_stages, decode_stream, DecodeError};
-use chain::{ArrayToBytes, ChunkChain};
-use placement::{OutPtr, Placement, Scatter};
+use chain::{ArrayToBytes, ChunkChain, ZarrsChain};
+use placement::{ByteOrder, OutPtr, Placement, Scatter};
 
 use crate::error::{Error, Result};
 
@@ -34,6 +36,10 @@ impl DecodeError {
             Self::Checksum { stored, computed } => Error::Checksum {
                 key: key.to_owned(),
                 detail: format!(": stored {stored:#010x}, computed {computed:#010x}"),
+            },
+            Self::ChecksumFailed(detail) => Error::Checksum {
+                key: key.to_owned(),
+                detail: format!(": {detail}"),
             },
             Self::OutOfMemory(bytes) => Error::OutOfMemory {
                 bytes: bytes as u128,
@@ -72,5 +78,39 @@ pub fn decode_chunk(
                 decode_full_stages(&chain.bytes_codecs, encoded, limit).map_err(|e| e.at(key))?;
             sharding::decode_shard(spec, &sharding::InMemory(&shard), placement, target, key)
         }
+        ArrayToBytes::Zarrs(chain) => {
+            let decoded = decode_with_zarrs(chain, encoded).map_err(|e| e.at(key))?;
+            let mut sink =
+                Scatter::new(target.out, placement, target.elem, ByteOrder::Native, None);
+            sink.write(&decoded)
+                .map_err(|e| DecodeError::from(e).at(key))?;
+            sink.finish().map_err(|e| DecodeError::from(e).at(key))
+        }
     }
+}
+
+/// A whole chunk through zarrs' codec chain: native-endian elements in C order. zarrs'
+/// bytes codecs are zarrpipe's bounded ones (`harden`); a panic in another of its codecs on
+/// corrupt data becomes an error.
+fn decode_with_zarrs(chain: &ZarrsChain, encoded: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    use zarrs::array::{ArrayToBytesCodecTraits, CodecError, CodecOptions};
+    let options = CodecOptions::default().with_concurrent_target(1);
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        chain.codecs.decode(
+            std::borrow::Cow::Borrowed(encoded),
+            &chain.shape,
+            &chain.data_type,
+            &chain.fill_value,
+            &options,
+        )
+    }))
+    .map_err(|_| DecodeError::Corrupt("zarrs panicked while decoding this chunk".into()))?
+    .map_err(|e| match e {
+        CodecError::InvalidChecksum => DecodeError::ChecksumFailed("checksum mismatch".into()),
+        other => DecodeError::Corrupt(other.to_string()),
+    })?;
+    let fixed = decoded
+        .into_fixed()
+        .map_err(|_| DecodeError::Corrupt("decodes to variable-length data".into()))?;
+    Ok(fixed.into_owned())
 }

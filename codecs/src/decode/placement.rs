@@ -124,32 +124,40 @@ pub struct Placement {
     pub want: Vec<Range<u64>>,
     /// Byte offset in the output of the first wanted element.
     pub out_offset: usize,
-    /// Byte strides of the output along each chunk axis.
-    pub out_strides: Vec<usize>,
+    /// Byte strides of the output along each chunk axis (negative: the output runs backwards).
+    pub out_strides: Vec<isize>,
 }
 
-/// C-order byte strides of `shape`.
+/// C-order byte strides of `shape` (whose byte size the caller has checked fits in `isize`).
 #[must_use]
-pub fn c_strides(shape: &[u64], elem: usize) -> Vec<usize> {
-    let mut strides = vec![elem; shape.len()];
+pub fn c_strides(shape: &[u64], elem: usize) -> Vec<isize> {
+    let mut strides = vec![elem as isize; shape.len()];
     for a in (0..shape.len().saturating_sub(1)).rev() {
-        strides[a] = strides[a + 1] * shape[a + 1] as usize;
+        strides[a] = strides[a + 1] * shape[a + 1] as isize;
     }
     strides
 }
 
+/// `base + delta` as an offset into the output, `None` if it falls before the start.
+fn offset(base: usize, delta: isize) -> Option<usize> {
+    base.checked_add_signed(delta)
+}
+
 impl Placement {
-    /// Places the chunk at `origin` (array coordinates) with `chunk_shape` into an output
-    /// holding `region` in C order. `None` if the chunk and the region do not meet.
+    /// Places the chunk at `origin` with `chunk_shape` into an output holding `region`, whose
+    /// first element is at byte `base` and whose byte strides are `out_strides` (all in the
+    /// same coordinates as `origin`). `None` if the chunk and the region do not meet (or the
+    /// strides would place it before the output's start).
     #[must_use]
     pub fn new(
         origin: &[u64],
         chunk_shape: &[u64],
         region: &[Range<u64>],
-        out_strides: &[usize],
+        out_strides: &[isize],
+        base: usize,
     ) -> Option<Self> {
         let mut want = Vec::with_capacity(region.len());
-        let mut out_offset = 0usize;
+        let mut delta = 0isize;
         for a in 0..region.len() {
             let lo = region[a].start.max(origin[a]);
             let hi = region[a].end.min(origin[a] + chunk_shape[a]);
@@ -157,12 +165,16 @@ impl Placement {
                 return None;
             }
             want.push(lo - origin[a]..hi - origin[a]);
-            out_offset += (lo - region[a].start) as usize * out_strides[a];
+            delta = delta.checked_add(
+                isize::try_from(lo - region[a].start)
+                    .ok()?
+                    .checked_mul(out_strides[a])?,
+            )?;
         }
         Some(Self {
             chunk_shape: chunk_shape.to_vec(),
             want,
-            out_offset,
+            out_offset: offset(base, delta)?,
             out_strides: out_strides.to_vec(),
         })
     }
@@ -216,18 +228,28 @@ impl Placement {
             .take(ndim.saturating_sub(1))
             .cloned()
             .collect();
-        let inner_stride = self.out_strides.last().copied().unwrap_or(elem);
+        let inner_stride = self.out_strides.last().copied().unwrap_or(elem as isize);
         for_each_index(&outer, |coord| {
-            let mut dst = self.out_offset;
-            for (a, &c) in coord.iter().enumerate() {
-                dst += (c - outer[a].start) as usize * self.out_strides[a];
-            }
-            if inner_stride == elem {
+            let dst = self.row_offset(&outer, coord)?;
+            if inner_stride == elem as isize {
                 out.write(dst, &row)
             } else {
-                (0..inner).try_for_each(|i| out.write(dst + i * inner_stride, pattern))
+                (0..inner).try_for_each(|i| {
+                    let at =
+                        offset(dst, i as isize * inner_stride).ok_or(SinkError::OutOfBounds)?;
+                    out.write(at, pattern)
+                })
             }
         })
+    }
+
+    /// The output offset of the first wanted element of the row at `coord` (outer axes).
+    fn row_offset(&self, outer: &[Range<u64>], coord: &[u64]) -> Result<usize, SinkError> {
+        let mut delta = 0isize;
+        for (a, &c) in coord.iter().enumerate() {
+            delta += (c - outer[a].start) as isize * self.out_strides[a];
+        }
+        offset(self.out_offset, delta).ok_or(SinkError::OutOfBounds)
     }
 }
 
@@ -248,13 +270,20 @@ impl Placement {
             .collect();
         let total: u64 = self.want.iter().map(|r| r.end - r.start).product();
         let mut v = Vec::with_capacity(total as usize * elem);
+        let inner_stride = self.out_strides.last().copied().unwrap_or(elem as isize);
         for_each_index(&outer, |coord| {
-            let mut src = self.out_offset;
-            for (a, &c) in coord.iter().enumerate() {
-                src += (c - outer[a].start) as usize * self.out_strides[a];
+            let src = self.row_offset(&outer, coord)?;
+            if inner_stride == elem as isize {
+                // SAFETY: written by this read (caller's contract), rows are inside `out`.
+                v.extend_from_slice(unsafe { out.read(src, inner * elem)? });
+            } else {
+                for i in 0..inner {
+                    let at =
+                        offset(src, i as isize * inner_stride).ok_or(SinkError::OutOfBounds)?;
+                    // SAFETY: as above, one element.
+                    v.extend_from_slice(unsafe { out.read(at, elem)? });
+                }
             }
-            // SAFETY: written by this read (caller's contract), rows are inside `out`.
-            v.extend_from_slice(unsafe { out.read(src, inner * elem)? });
             Ok(())
         })?;
         Ok(v)
@@ -302,10 +331,10 @@ pub struct Scatter<'o> {
     order: ByteOrder,
     /// Per stream axis: wanted range and output byte stride (outer axes only).
     outer_want: Vec<Range<u64>>,
-    outer_strides: Vec<usize>,
+    outer_strides: Vec<isize>,
     outer_shape: Vec<u64>,
     inner_want: Range<usize>,
-    inner_stride: usize,
+    inner_stride: isize,
     row_len: usize,
     base: usize,
     coord: Vec<u64>,
@@ -332,15 +361,15 @@ impl<'o> Scatter<'o> {
         };
         let mut shape: Vec<u64> = axes.iter().map(|&a| placement.chunk_shape[a]).collect();
         let mut want: Vec<Range<u64>> = axes.iter().map(|&a| placement.want[a].clone()).collect();
-        let mut strides: Vec<usize> = axes.iter().map(|&a| placement.out_strides[a]).collect();
+        let mut strides: Vec<isize> = axes.iter().map(|&a| placement.out_strides[a]).collect();
         if ndim == 0 {
             shape.push(1);
             want.push(0..1);
-            strides.push(elem);
+            strides.push(elem as isize);
         }
         let inner = want.pop().unwrap_or(0..1);
         let inner_len = shape.pop().unwrap_or(1) as usize;
-        let inner_stride = strides.pop().unwrap_or(elem);
+        let inner_stride = strides.pop().unwrap_or(elem as isize);
         let direct = order == ByteOrder::Native
             && axes.iter().enumerate().all(|(k, &a)| k == a)
             && placement.is_contiguous_whole(elem);
@@ -399,16 +428,18 @@ impl<'o> Scatter<'o> {
         self.consumed += n;
     }
 
+    /// The output offset of the current row's first wanted element, `None` if the row is
+    /// not wanted (or would land before the output: a planner bug, refused at the write).
     fn locate_row(&self) -> Option<usize> {
-        let mut dst = self.base;
+        let mut delta = 0isize;
         for (k, &c) in self.coord.iter().enumerate() {
             let w = &self.outer_want[k];
             if c < w.start || c >= w.end {
                 return None;
             }
-            dst += (c - w.start) as usize * self.outer_strides[k];
+            delta = delta.checked_add((c - w.start) as isize * self.outer_strides[k])?;
         }
-        Some(dst)
+        offset(self.base, delta)
     }
 
     fn next_row(&mut self) {
@@ -459,7 +490,7 @@ impl<'o> Scatter<'o> {
         }
         let src = &seg[lo - self.col..hi - self.col];
         let first = (lo - self.inner_want.start) / self.elem;
-        if self.inner_stride == self.elem {
+        if self.inner_stride == self.elem as isize {
             let dst = row_dst + first * self.elem;
             match self.order {
                 ByteOrder::Native => self.out.write(dst, src)?,
@@ -468,7 +499,8 @@ impl<'o> Scatter<'o> {
         } else {
             let mut tmp = [0u8; 16];
             for (i, e) in src.chunks_exact(self.elem).enumerate() {
-                let dst = row_dst + (first + i) * self.inner_stride;
+                let dst = offset(row_dst, (first + i) as isize * self.inner_stride)
+                    .ok_or(SinkError::OutOfBounds)?;
                 let e = match self.order {
                     ByteOrder::Native => e,
                     ByteOrder::Swap(n) => {
@@ -526,7 +558,7 @@ mod tests {
         // Array 5x5 u8 read whole; chunk (1,1) of shape 3x3 has origin (3,3): only 2x2 inside.
         let region = [0..5, 0..5];
         let strides = c_strides(&[5, 5], 1);
-        let p = Placement::new(&[3, 3], &[3, 3], &region, &strides).unwrap();
+        let p = Placement::new(&[3, 3], &[3, 3], &region, &strides, 0).unwrap();
         assert_eq!(p.want, vec![0..2, 0..2]);
         let stream: Vec<u8> = (1..=9).collect();
         for piece in [1, 2, 4, 9] {
@@ -577,7 +609,7 @@ mod tests {
     fn fill_writes_only_the_wanted_part() {
         let region = [0..4, 0..4];
         let strides = c_strides(&[4, 4], 2);
-        let p = Placement::new(&[2, 0], &[2, 2], &region, &strides).unwrap();
+        let p = Placement::new(&[2, 0], &[2, 2], &region, &strides, 0).unwrap();
         let mut buf = vec![0u8; 32];
         let out = unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) };
         p.fill(&out, &[7, 0]).unwrap();
@@ -591,9 +623,9 @@ mod tests {
     #[test]
     fn contiguity_of_whole_chunks() {
         let strides = c_strides(&[4, 6], 1);
-        let row_chunk = Placement::new(&[2, 0], &[2, 6], &[0..4, 0..6], &strides).unwrap();
+        let row_chunk = Placement::new(&[2, 0], &[2, 6], &[0..4, 0..6], &strides, 0).unwrap();
         assert!(row_chunk.is_contiguous_whole(1));
-        let col_chunk = Placement::new(&[0, 0], &[4, 3], &[0..4, 0..6], &strides).unwrap();
+        let col_chunk = Placement::new(&[0, 0], &[4, 3], &[0..4, 0..6], &strides, 0).unwrap();
         assert!(!col_chunk.is_contiguous_whole(1));
     }
 }

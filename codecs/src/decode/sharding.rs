@@ -180,13 +180,18 @@ impl ShardIndex {
     }
 }
 
-/// One inner chunk a read needs: its coordinates in the shard, where it goes, and its
-/// byte range in the shard (`None`: empty, read the fill value).
-pub type InnerWork = (Vec<u64>, Placement, Option<(u64, u64)>);
+/// One inner chunk a read needs: its coordinates in the shard, its C-order position in the
+/// shard's index, and where its wanted part goes.
+#[derive(Clone, Debug)]
+pub struct InnerPart {
+    pub coord: Vec<u64>,
+    pub linear: usize,
+    pub placement: Placement,
+}
 
-/// The inner chunks of a shard that `placement` touches.
+/// The inner chunks of a shard that `placement` touches (no I/O: the index is not needed).
 #[must_use]
-pub fn inner_work(spec: &Sharding, index: &ShardIndex, placement: &Placement) -> Vec<InnerWork> {
+pub fn inner_parts(spec: &Sharding, placement: &Placement) -> Vec<InnerPart> {
     let grid = spec.grid(&placement.chunk_shape);
     let ranges: Vec<_> = placement
         .want
@@ -194,28 +199,65 @@ pub fn inner_work(spec: &Sharding, index: &ShardIndex, placement: &Placement) ->
         .zip(&spec.inner_shape)
         .map(|(w, &s)| w.start / s..w.end.div_ceil(s))
         .collect();
-    let mut work = Vec::new();
+    let mut parts = Vec::new();
     for_each_inner(&ranges, |coord| {
         let origin: Vec<u64> = coord
             .iter()
             .zip(&spec.inner_shape)
             .map(|(c, s)| c * s)
             .collect();
-        if let Some(mut inner) = Placement::new(
+        if let Some(inner) = Placement::new(
             &origin,
             &spec.inner_shape,
             &placement.want,
             &placement.out_strides,
+            placement.out_offset,
         ) {
-            inner.out_offset += placement.out_offset;
             let linear = coord
                 .iter()
                 .zip(&grid)
                 .fold(0u64, |acc, (c, g)| acc * g + c);
-            work.push((coord.to_vec(), inner, index.entry(linear as usize)));
+            parts.push(InnerPart {
+                coord: coord.to_vec(),
+                linear: linear as usize,
+                placement: inner,
+            });
         }
     });
-    work
+    parts
+}
+
+/// The key errors about an inner chunk carry: the shard's key and the position in it.
+#[must_use]
+pub fn inner_chunk_name(key: &str, coord: &[u64]) -> String {
+    format!("{key} (inner chunk {coord:?})")
+}
+
+/// Decodes inner chunk `part` of a shard whose index is `index` into `target`.
+pub fn decode_inner(
+    spec: &Sharding,
+    src: &dyn ByteSource,
+    index: &ShardIndex,
+    part: &InnerPart,
+    target: &ChunkTarget<'_>,
+    key: &str,
+) -> Result<()> {
+    match index.entry(part.linear) {
+        None => part
+            .placement
+            .fill(target.out, target.fill)
+            .map_err(|e| DecodeError::from(e).at(&inner_chunk_name(key, &part.coord))),
+        Some((offset, nbytes)) => {
+            let bytes = src.read(offset, nbytes)?;
+            decode_chunk(
+                &spec.inner,
+                &bytes,
+                &part.placement,
+                target,
+                &inner_chunk_name(key, &part.coord),
+            )
+        }
+    }
 }
 
 /// Decodes the wanted part of one shard into `target`.
@@ -226,28 +268,14 @@ pub fn decode_shard(
     target: &ChunkTarget<'_>,
     key: &str,
 ) -> Result<()> {
-    let grid = spec.grid(&placement.chunk_shape);
-    let n: u64 = grid.iter().product();
+    let n: u64 = spec.grid(&placement.chunk_shape).iter().product();
     let index = ShardIndex::read(spec, src, n).map_err(|e| e.at(key))?;
-
-    let work = inner_work(spec, &index, placement);
-
-    let decode_one = |(coord, inner, entry): &InnerWork| {
-        let inner_key = || format!("{key} (inner chunk {coord:?})");
-        match entry {
-            None => inner
-                .fill(target.out, target.fill)
-                .map_err(|e| DecodeError::from(e).at(&inner_key())),
-            Some((offset, nbytes)) => {
-                let bytes = src.read(*offset, *nbytes)?;
-                decode_chunk(&spec.inner, &bytes, inner, target, &inner_key())
-            }
-        }
-    };
-    if work.len() > 1 {
-        work.par_iter().try_for_each(decode_one)
+    let parts = inner_parts(spec, placement);
+    let one = |part: &InnerPart| decode_inner(spec, src, &index, part, target, key);
+    if parts.len() > 1 {
+        parts.par_iter().try_for_each(one)
     } else {
-        work.iter().try_for_each(decode_one)
+        parts.iter().try_for_each(one)
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 
@@ -56,8 +56,8 @@ impl TestStore {
         self.put(&format!("{prefix}zarr.json"), json.as_bytes());
     }
 
-    pub fn open(&self, path: &str) -> zarrpipe_codecs::Result<ArrayReader> {
-        ArrayReader::open(Arc::new(Store::open_local(self.root())?), path)
+    pub fn open(&self, path: &str) -> zarrpipe_codecs::Result<Array> {
+        Array::open(Arc::new(Store::open_local(self.root())?), path)
     }
 }
 
@@ -99,10 +99,7 @@ pub fn as_u16(bytes: &[u8]) -> Vec<u16> {
 }
 
 /// Reads `selectors` of `reader` and returns the values as u16.
-pub fn read_u16(
-    reader: &ArrayReader,
-    selectors: &[AxisSelector],
-) -> zarrpipe_codecs::Result<Vec<u16>> {
+pub fn read_u16(reader: &Array, selectors: &[AxisSelector]) -> zarrpipe_codecs::Result<Vec<u16>> {
     let region = Region::resolve(&reader.info.shape, selectors)?;
     Ok(as_u16(&reader.read_region(&region, None)?))
 }

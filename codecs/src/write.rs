@@ -1,0 +1,445 @@
+//! Writing: every stored chunk (or shard) a write touches is rebuilt — read, updated and
+//! encoded, or built from the fill value when the write covers all of it in bounds
+//! ("complete", as zarr-python decides) — in parallel on the pool, then stored: local files
+//! replaced atomically, object-store values put whole (PUT is atomic there), chunks that
+//! end up all fill value deleted unless `write_empty_chunks`. A failed write leaves every
+//! chunk either old or new, never torn.
+
+use std::num::NonZeroU64;
+use std::ops::Range;
+
+use rayon::prelude::*;
+use zarrs::array::{ArrayBytes, ArrayToBytesCodecTraits, CodecOptions};
+
+use crate::array::Array;
+use crate::buffer::{checked_nbytes, try_with_capacity};
+use crate::cache::ChunkCache;
+use crate::decode::bytes_codecs::DecodeError;
+use crate::decode::placement::{OutPtr, Placement};
+use crate::decode::sharding::ShardIndex;
+use crate::dtype::{ElementKind, ElementType};
+use crate::error::{Error, Result};
+use crate::plan::{for_each_index, ChunkPlan};
+use crate::read::Source;
+use crate::selection::Region;
+
+/// One chunk (or shard) of a write: the part of it (`want`, chunk coordinates) that takes
+/// new values, and where those values are in the source (byte offset of the first one and
+/// strides per chunk axis; a stride of 0 repeats a value, as NumPy broadcasting does).
+#[derive(Clone, Debug)]
+pub struct ChunkWrite {
+    pub key: String,
+    pub chunk_shape: Vec<u64>,
+    pub want: Vec<Range<u64>>,
+    pub src_offset: usize,
+    pub src_strides: Vec<isize>,
+    /// The old chunk is not read: cells the write does not cover become the fill value
+    /// (zarr-python's "complete chunk": an edge chunk whose part inside the array is all
+    /// written).
+    pub fresh: bool,
+}
+
+/// A read-only view of the source values of a write.
+#[derive(Clone, Copy)]
+pub struct SrcPtr {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: only read from, while the caller keeps the memory alive and unchanged (`new`).
+unsafe impl Send for SrcPtr {}
+unsafe impl Sync for SrcPtr {}
+
+impl SrcPtr {
+    /// # Safety
+    /// `ptr` must be valid for reads of `len` bytes, unchanged while this value is used.
+    #[must_use]
+    pub unsafe fn new(ptr: *const u8, len: usize) -> Self {
+        Self { ptr, len }
+    }
+
+    fn get(&self, offset: usize, n: usize) -> Result<&[u8]> {
+        match offset.checked_add(n) {
+            // SAFETY: in bounds of the memory `new` vouched for.
+            Some(end) if end <= self.len => {
+                Ok(unsafe { std::slice::from_raw_parts(self.ptr.add(offset), n) })
+            }
+            _ => Err(Error::Internal("write source out of bounds".into())),
+        }
+    }
+}
+
+/// What became of one chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Encoded to these bytes (stored already when the array's store was written).
+    Bytes(Vec<u8>),
+    /// All fill value (and empty chunks are not written): deleted.
+    Deleted,
+}
+
+impl Array {
+    /// Plans a write of `region` from source values laid out with byte `strides` per array
+    /// axis (integer-selected axes included, any stride) whose first element is at byte
+    /// `base`.
+    pub fn plan_write(
+        &self,
+        region: &Region,
+        strides: &[isize],
+        base: usize,
+    ) -> Result<Vec<ChunkWrite>> {
+        self.chain()?;
+        if strides.len() != region.ranges.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} source strides for {} axes",
+                strides.len(),
+                region.ranges.len()
+            )));
+        }
+        if region.ranges.iter().any(|r| r.start >= r.end) {
+            return Ok(Vec::new());
+        }
+        let shards = self.info.shards.is_some();
+        let grid: Vec<Range<u64>> = region
+            .ranges
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
+            .collect();
+        let mut items = Vec::new();
+        let mut error = None;
+        for_each_index(&grid, |index| {
+            let origin: Vec<u64> = index
+                .iter()
+                .zip(&self.chunk_shape)
+                .map(|(i, c)| i * c)
+                .collect();
+            let Some(p) = Placement::new(&origin, &self.chunk_shape, &region.ranges, strides, base)
+            else {
+                error.get_or_insert(Error::InvalidArgument(
+                    "the source values do not cover the selection".into(),
+                ));
+                return;
+            };
+            let complete = p
+                .want
+                .iter()
+                .zip(&origin)
+                .zip(&self.info.shape)
+                .zip(&self.chunk_shape)
+                .all(|(((w, &o), &s), &c)| w.start == 0 && w.end >= c.min(s - o));
+            items.push(ChunkWrite {
+                key: self.chunk_key(index),
+                chunk_shape: self.chunk_shape.clone(),
+                want: p.want,
+                src_offset: p.out_offset,
+                src_strides: p.out_strides,
+                fresh: complete && !shards,
+            });
+        });
+        error.map_or(Ok(items), Err)
+    }
+
+    /// Rebuilds and encodes every chunk of `items` from `src`: old chunks come from the
+    /// store, or from `existing` (one per item, `None` = missing) when the caller keeps the
+    /// store itself. With `store_them`, results are stored (or deleted) in the array's
+    /// store; the chunk cache forgets every chunk written.
+    pub fn write_chunks(
+        &self,
+        items: &[ChunkWrite],
+        src: &SrcPtr,
+        existing: Source<'_>,
+        write_empty: bool,
+        store_them: bool,
+        cache: Option<&ChunkCache>,
+    ) -> Result<Vec<Written>> {
+        self.chain()?;
+        let mut keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument(format!(
+                "chunk {:?} appears twice in one write",
+                w[0]
+            )));
+        }
+        if store_them {
+            self.store.check_writable()?;
+        }
+        let fill = self.info.fill_value.as_slice();
+        let one = |(i, item): (usize, &ChunkWrite)| -> Result<Written> {
+            let chunk = self.updated_chunk(item, i, src, existing)?;
+            if !write_empty && all_fill(&chunk, fill, self.info.dtype) {
+                return Ok(Written::Deleted);
+            }
+            let bytes = self.encode(&chunk, &item.chunk_shape, &item.key)?;
+            Ok(Written::Bytes(self.in_subchunk_order(bytes, &item.key)?))
+        };
+        let results: Vec<Written> = if items.len() == 1 {
+            items.iter().enumerate().map(one).collect::<Result<_>>()?
+        } else {
+            items
+                .par_iter()
+                .enumerate()
+                .map(one)
+                .collect::<Result<_>>()?
+        };
+        if store_them {
+            let ops: Vec<(&str, Option<&[u8]>)> = items
+                .iter()
+                .zip(&results)
+                .map(|(item, w)| match w {
+                    Written::Bytes(b) => (item.key.as_str(), Some(b.as_slice())),
+                    Written::Deleted => (item.key.as_str(), None),
+                })
+                .collect();
+            let stored = self.store.put_many(&ops);
+            if let Some(cache) = cache {
+                for item in items {
+                    cache.forget_chunk(&item.key);
+                }
+            }
+            stored?;
+        }
+        Ok(results)
+    }
+
+    /// The whole chunk after the write, in C order.
+    fn updated_chunk(
+        &self,
+        item: &ChunkWrite,
+        i: usize,
+        src: &SrcPtr,
+        existing: Source<'_>,
+    ) -> Result<Vec<u8>> {
+        let elem = self.info.dtype.size();
+        let nbytes = checked_nbytes(&item.chunk_shape, elem)?;
+        let mut chunk = try_with_capacity(nbytes, &item.key)?;
+        let whole = Placement::whole(&item.chunk_shape, elem);
+        if whole.want == item.want {
+            chunk.resize(nbytes, 0);
+        } else {
+            // SAFETY: `chunk` has capacity `nbytes`; the fill or the read below writes all of
+            // it, or fails.
+            let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+            if item.fresh {
+                whole
+                    .fill(&out, &self.info.fill_value)
+                    .map_err(|e| DecodeError::from(e).at(&item.key))?;
+            } else {
+                let plan = ChunkPlan {
+                    key: item.key.clone(),
+                    index: None,
+                    placement: whole.clone(),
+                    out_box: item.chunk_shape.iter().map(|&d| 0..d).collect(),
+                };
+                let one;
+                let source = match existing {
+                    Source::Supplied(all) => {
+                        one = [all.get(i).copied().flatten()];
+                        Source::Supplied(&one)
+                    }
+                    Source::Store => Source::Store,
+                };
+                self.read_plan(std::slice::from_ref(&plan), &out, source, None)?;
+            }
+            // SAFETY: every byte was filled or decoded (errors returned above).
+            unsafe { chunk.set_len(nbytes) };
+        }
+        copy_in(&mut chunk, &whole.out_strides, item, src, elem)?;
+        Ok(chunk)
+    }
+
+    /// An encoded shard with its inner chunks in the configured order.
+    fn in_subchunk_order(&self, shard: Vec<u8>, key: &str) -> Result<Vec<u8>> {
+        if self.subchunk_order.is_empty() {
+            return Ok(shard);
+        }
+        let Some(spec) = self.chain()?.plain_sharding() else {
+            return Ok(shard);
+        };
+        let n = spec.grid(&self.chunk_shape).iter().product();
+        ShardIndex::relayout(spec, &shard, n, &self.subchunk_order).map_err(|e| e.at(key))
+    }
+
+    /// Encodes one whole chunk with zarrs' codec chain (zarrpipe's bounded decoders only
+    /// replace decoding).
+    fn encode(&self, chunk: &[u8], shape: &[u64], key: &str) -> Result<Vec<u8>> {
+        let shape: Vec<NonZeroU64> = shape
+            .iter()
+            .map(|&d| {
+                NonZeroU64::new(d).ok_or_else(|| Error::Internal(format!("zero-sized chunk {key}")))
+            })
+            .collect::<Result<_>>()?;
+        let options = CodecOptions::default().with_concurrent_target(1);
+        let encoded = self
+            .zarrs
+            .codecs()
+            .encode(
+                ArrayBytes::new_flen(chunk),
+                &shape,
+                self.zarrs.data_type(),
+                self.zarrs.fill_value(),
+                &options,
+            )
+            .map_err(|e| Error::corrupt(key, format!("encoding failed: {e}")))?;
+        Ok(encoded.into_owned())
+    }
+}
+
+/// Copies the source values into the wanted part of a C-order chunk.
+fn copy_in(
+    chunk: &mut [u8],
+    chunk_strides: &[isize],
+    item: &ChunkWrite,
+    src: &SrcPtr,
+    elem: usize,
+) -> Result<()> {
+    let ndim = item.want.len();
+    if ndim == 0 {
+        chunk[..elem].copy_from_slice(src.get(item.src_offset, elem)?);
+        return Ok(());
+    }
+    let inner = &item.want[ndim - 1];
+    let inner_len = (inner.end - inner.start) as usize;
+    let inner_src = item.src_strides[ndim - 1];
+    let outer = &item.want[..ndim - 1];
+    let at = |base: usize, delta: isize| {
+        base.checked_add_signed(delta)
+            .ok_or_else(|| Error::Internal("write source out of bounds".into()))
+    };
+    let mut result = Ok(());
+    for_each_index_or_once(outer, |coord| {
+        if result.is_err() {
+            return;
+        }
+        result = (|| {
+            let mut dst = inner.start as usize * elem;
+            let mut delta = 0isize;
+            for (a, &c) in coord.iter().enumerate() {
+                dst += c as usize * chunk_strides[a] as usize;
+                delta += (c - item.want[a].start) as isize * item.src_strides[a];
+            }
+            let s = at(item.src_offset, delta)?;
+            if inner_src == elem as isize {
+                chunk[dst..dst + inner_len * elem].copy_from_slice(src.get(s, inner_len * elem)?);
+            } else {
+                for k in 0..inner_len {
+                    let from = at(s, k as isize * inner_src)?;
+                    chunk[dst + k * elem..dst + (k + 1) * elem]
+                        .copy_from_slice(src.get(from, elem)?);
+                }
+            }
+            Ok(())
+        })();
+    });
+    result
+}
+
+/// Like `for_each_index`, but calls `f` once with no coordinates for zero ranges.
+fn for_each_index_or_once(ranges: &[Range<u64>], mut f: impl FnMut(&[u64])) {
+    if ranges.is_empty() {
+        f(&[]);
+    } else {
+        for_each_index(ranges, f);
+    }
+}
+
+/// Whether every element equals the fill value, as zarr-python decides it: bit for bit when
+/// the fill value is a float zero (so -0.0 and 0.0 differ), otherwise numerically with NaN
+/// equal to NaN for floats (and for each part of a complex number), bit for bit otherwise.
+pub fn all_fill(chunk: &[u8], fill: &[u8], dtype: ElementType) -> bool {
+    let bitwise = || chunk.chunks_exact(fill.len()).all(|e| e == fill);
+    match dtype.kind() {
+        ElementKind::Float | ElementKind::BFloat => {
+            let f = as_f64(fill, dtype);
+            if f == 0.0 {
+                return bitwise();
+            }
+            chunk
+                .chunks_exact(fill.len())
+                .all(|e| same_number(as_f64(e, dtype), f))
+        }
+        ElementKind::Complex => {
+            // Part by part. (zarr-python counts any NaN-containing number as equal to a NaN
+            // fill, dropping chunks like [5+NaNj]: that loses data, so zarrpipe does not.)
+            let half = fill.len() / 2;
+            let width = if half == 4 {
+                ElementType::Float32
+            } else {
+                ElementType::Float64
+            };
+            let (fr, fi) = (as_f64(&fill[..half], width), as_f64(&fill[half..], width));
+            chunk.chunks_exact(fill.len()).all(|e| {
+                same_number(as_f64(&e[..half], width), fr)
+                    && same_number(as_f64(&e[half..], width), fi)
+            })
+        }
+        _ => bitwise(),
+    }
+}
+
+/// `a == b`, with NaN equal to NaN (NumPy's `array_equal(equal_nan=True)`).
+fn same_number(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+/// One float element's value (float16/bfloat16 widened exactly).
+fn as_f64(b: &[u8], dtype: ElementType) -> f64 {
+    match (b.len(), dtype) {
+        (2, ElementType::BFloat16) => f64::from(f32::from_bits(
+            u32::from(u16::from_ne_bytes([b[0], b[1]])) << 16,
+        )),
+        (2, _) => f16_to_f64(u16::from_ne_bytes([b[0], b[1]])),
+        (4, _) => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        (8, _) => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        _ => f64::NAN,
+    }
+}
+
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1F);
+    let frac = f64::from(h & 0x03FF);
+    match exp {
+        0 => sign * frac * 2f64.powi(-24),
+        31 if frac == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_comparison_follows_zarr_python() {
+        let neg_zero = (-0.0f64).to_ne_bytes();
+        let zero = 0.0f64.to_ne_bytes();
+        let nan = f64::NAN.to_ne_bytes();
+        // A zero fill compares bit for bit: -0.0 is data.
+        assert!(!all_fill(&neg_zero, &zero, ElementType::Float64));
+        assert!(all_fill(
+            &[zero, zero].concat(),
+            &zero,
+            ElementType::Float64
+        ));
+        // Other fills compare numerically, NaN equal to NaN (any payload).
+        let other_nan = f64::from_bits(f64::NAN.to_bits() | 1).to_ne_bytes();
+        assert!(all_fill(&other_nan, &nan, ElementType::Float64));
+        assert!(all_fill(&[0x00, 0x3C], &[0x00, 0x3C], ElementType::Float16));
+        assert!(!all_fill(
+            &[0x00, 0x80],
+            &[0x00, 0x00],
+            ElementType::Float16
+        ));
+        assert!(all_fill(&[nan, nan].concat(), &nan, ElementType::Float64));
+        assert!(!all_fill(
+            &1.0f64.to_ne_bytes(),
+            &zero,
+            ElementType::Float64
+        ));
+        assert!(all_fill(&[0, 0, 0], &[0], ElementType::UInt8));
+        assert!(!all_fill(&[0, 1, 0], &[0], ElementType::UInt8));
+    }
+}
