@@ -1,26 +1,34 @@
-//! `zarrpipe.Array`: an open array's metadata and its read methods.
+//! `zarrpipe.Array`: an open array's metadata, its reads (into fresh Tensors or the
+//! caller's buffer) and its writes.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::cache::ChunkCache;
-use zarrpipe_codecs::read::ChunkData;
+use zarrpipe_codecs::decode::placement::OutPtr;
+use zarrpipe_codecs::read::{ChunkData, Source};
 use zarrpipe_codecs::selection::Region;
+use zarrpipe_codecs::write::SrcPtr;
 use zarrpipe_codecs::ElementType;
 
 use crate::dtype::numpy_dtype;
 use crate::errors::to_pyerr;
+use crate::pipeline::numpy_layout;
 use crate::runtime::run;
 use crate::selection;
 use crate::tensor::Tensor;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Array")]
 pub struct Array {
-    reader: Arc<ArrayReader>,
+    array: Arc<EngineArray>,
     cache: Option<Arc<ChunkCache>>,
+    /// Store chunks that end up all fill value (else they are deleted), as zarr-python's
+    /// `write_empty_chunks`.
+    write_empty_chunks: bool,
 }
 
 pub fn tensor(bytes: Bytes, shape: &[u64], dtype: ElementType) -> Tensor {
@@ -28,8 +36,24 @@ pub fn tensor(bytes: Bytes, shape: &[u64], dtype: ElementType) -> Tensor {
 }
 
 impl Array {
-    pub fn new(reader: Arc<ArrayReader>, cache: Option<Arc<ChunkCache>>) -> Self {
-        Self { reader, cache }
+    pub fn new(
+        array: Arc<EngineArray>,
+        cache: Option<Arc<ChunkCache>>,
+        write_empty_chunks: bool,
+    ) -> Self {
+        Self {
+            array,
+            cache,
+            write_empty_chunks,
+        }
+    }
+
+    fn region(&self, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Region> {
+        let selectors = match selection {
+            Some(s) => selection::parse(s)?,
+            None => Vec::new(),
+        };
+        Region::resolve(&self.array.info.shape, &selectors).map_err(to_pyerr)
     }
 
     /// Reads a Python selection: parse under the GIL, read detached.
@@ -38,16 +62,95 @@ impl Array {
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Tensor> {
-        let selectors = match selection {
-            Some(s) => selection::parse(s)?,
-            None => Vec::new(),
-        };
-        let region = Region::resolve(&self.reader.info.shape, &selectors).map_err(to_pyerr)?;
+        let region = self.region(selection)?;
         let out_shape = region.out_shape.clone();
-        let reader = self.reader.clone();
+        let array = self.array.clone();
         let cache = self.cache.clone();
-        let bytes = run(py, move || reader.read_region(&region, cache.as_deref()))?;
-        Ok(tensor(bytes, &out_shape, self.reader.info.dtype))
+        let bytes = run(py, move || array.read_region(&region, cache.as_deref()))?;
+        Ok(tensor(bytes, &out_shape, self.array.info.dtype))
+    }
+
+    /// Decodes a selection into the caller's NumPy array (any strides, writable).
+    pub fn read_selection_into(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let region = self.region(selection)?;
+        let want = numpy_dtype(py, self.array.info.dtype)?;
+        let target = writable_view(py, out, &want, &region.out_shape)?;
+        if !target.getattr("dtype")?.eq(&want)? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "out has dtype {}, the array's is {}",
+                target.getattr("dtype")?,
+                want
+            )));
+        }
+        let target = target.cast::<PyUntypedArray>()?.clone();
+        let (ptr, layout) = numpy_layout(&target, true)?;
+        // SAFETY: `target` (a view of the caller's buffer) stays alive while we run
+        // detached; the engine checks the layout and the plan before writing.
+        let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        run(py, move || {
+            array.read_region_into(&region, &out_ptr, &layout, cache.as_deref())
+        })?;
+        drop(target);
+        Ok(())
+    }
+
+    /// Writes `value` (broadcast like NumPy) into a selection.
+    pub fn write_selection(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let region = self.region(selection)?;
+        let np = py.import("numpy")?;
+        let dtype = numpy_dtype(py, self.array.info.dtype)?;
+        let value = np.call_method1("asarray", (value, &dtype))?;
+        let shape = PyTuple::new(py, &region.out_shape)?;
+        let value = np.call_method1("broadcast_to", (value, shape))?;
+        let value = value.cast::<PyUntypedArray>()?.clone();
+        let (ptr, layout) = numpy_layout(&value, false)?;
+        // Strides per array axis: an integer-selected axis has one element (stride 0).
+        let mut kept = layout.strides.iter();
+        let strides: Vec<isize> = region
+            .dropped
+            .iter()
+            .map(|&d| {
+                if d {
+                    0
+                } else {
+                    kept.next().copied().unwrap_or(0)
+                }
+            })
+            .collect();
+        // SAFETY: `value` is alive and unchanged while we run detached (we hold the only
+        // reference to this broadcast view, and NumPy made it read-only).
+        let src = unsafe { SrcPtr::new(ptr, layout.len) };
+        let base = layout.base;
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        let write_empty = self.write_empty_chunks;
+        run(py, move || {
+            let items = array.plan_write(&region, &strides, base)?;
+            array
+                .write_chunks(
+                    &items,
+                    &src,
+                    Source::Store,
+                    write_empty,
+                    true,
+                    cache.as_deref(),
+                )
+                .map(|_| ())
+        })?;
+        drop(value);
+        Ok(())
     }
 
     pub fn read_chunk_list(
@@ -59,10 +162,10 @@ impl Array {
             .try_iter()?
             .map(|i| selection::chunk_index(&i?))
             .collect::<PyResult<_>>()?;
-        let reader = self.reader.clone();
+        let array = self.array.clone();
         let cache = self.cache.clone();
-        let chunks = run(py, move || reader.read_chunks(&indices, cache.as_deref()))?;
-        let dtype = self.reader.info.dtype;
+        let chunks = run(py, move || array.read_chunks(&indices, cache.as_deref()))?;
+        let dtype = self.array.info.dtype;
         Ok(chunks
             .into_iter()
             .map(|ChunkData { bytes, shape, .. }| tensor(bytes, &shape, dtype))
@@ -70,49 +173,106 @@ impl Array {
     }
 }
 
+/// `out` as a NumPy array sharing its memory, refused unless it is writable and on the CPU:
+/// a NumPy array, a CPU `__dlpack__` tensor (torch), or a raw buffer (`bytearray`, an
+/// untyped memoryview), which is viewed as `dtype` elements of `shape` when its size fits.
+fn writable_view<'py>(
+    py: Python<'py>,
+    out: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, numpy::PyArrayDescr>,
+    shape: &[u64],
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = py.import("numpy")?;
+    let view = if out.is_instance(&np.getattr("ndarray")?)? {
+        out.clone()
+    } else if out.hasattr("__dlpack__")? && !out.is_instance_of::<pyo3::types::PyMemoryView>() {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("copy", false)?;
+        np.getattr("from_dlpack")?.call((out,), Some(&kwargs))?
+    } else if let Ok(mv) = pyo3::types::PyMemoryView::from(out) {
+        let raw = np.call_method1("asarray", (mv,))?;
+        let untyped = raw
+            .getattr("dtype")?
+            .getattr("itemsize")?
+            .extract::<usize>()?
+            == 1
+            && !raw.getattr("dtype")?.eq(dtype)?;
+        if untyped
+            && raw
+                .getattr("flags")?
+                .getattr("c_contiguous")?
+                .extract::<bool>()?
+        {
+            raw.call_method1("view", (dtype,))?
+                .call_method1("reshape", (PyTuple::new(py, shape)?,))?
+        } else {
+            raw
+        }
+    } else if out.hasattr("__dlpack__")? {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("copy", false)?;
+        np.getattr("from_dlpack")?.call((out,), Some(&kwargs))?
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "out must be a NumPy array, a writable buffer or a CPU __dlpack__ tensor, not {}",
+            out.get_type().name()?
+        )));
+    };
+    if !view
+        .getattr("flags")?
+        .getattr("writeable")?
+        .extract::<bool>()?
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "out is read-only; read_into needs a writable buffer",
+        ));
+    }
+    Ok(view)
+}
+
 #[pymethods]
 impl Array {
     /// The array's path in its store (`""` for an array at the root).
     #[getter]
     fn path(&self) -> &str {
-        self.reader.info.path.trim_start_matches('/')
+        self.array.info.path.trim_start_matches('/')
     }
 
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.reader.info.shape)
+        PyTuple::new(py, &self.array.info.shape)
     }
 
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, numpy::PyArrayDescr>> {
-        numpy_dtype(py, self.reader.info.dtype)
+        numpy_dtype(py, self.array.info.dtype)
     }
 
     #[getter]
     fn ndim(&self) -> usize {
-        self.reader.info.shape.len()
+        self.array.info.shape.len()
     }
 
     #[getter]
     fn size(&self) -> u64 {
-        self.reader.info.shape.iter().product()
+        self.array.info.shape.iter().product()
     }
 
     #[getter]
     fn nbytes(&self) -> u64 {
-        self.size() * self.reader.info.dtype.size() as u64
+        self.size() * self.array.info.dtype.size() as u64
     }
 
     /// The read granularity: inner chunks of a sharded array, like zarr-python's `chunks`.
     #[getter]
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.reader.info.chunks)
+        PyTuple::new(py, &self.array.info.chunks)
     }
 
     /// The shard shape of a sharded array, else None.
     #[getter]
     fn shards<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.reader
+        self.array
             .info
             .shards
             .as_ref()
@@ -123,31 +283,31 @@ impl Array {
     /// Number of chunks along each axis.
     #[getter]
     fn chunk_grid_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.reader.chunk_grid_shape())
+        PyTuple::new(py, self.array.chunk_grid_shape())
     }
 
     #[getter]
     fn fill_value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let np = py.import("numpy")?;
-        let raw = PyBytes::new(py, &self.reader.info.fill_value);
-        let dtype = numpy_dtype(py, self.reader.info.dtype)?;
+        let raw = PyBytes::new(py, &self.array.info.fill_value);
+        let dtype = numpy_dtype(py, self.array.info.dtype)?;
         np.call_method1("frombuffer", (raw, dtype))?.get_item(0)
     }
 
     #[getter]
     fn zarr_format(&self) -> u8 {
-        self.reader.info.zarr_format
+        self.array.info.zarr_format
     }
 
     #[getter]
     fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?
-            .call_method1("loads", (&self.reader.info.attributes,))
+            .call_method1("loads", (&self.array.info.attributes,))
     }
 
     #[getter]
     fn dimension_names<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.reader
+        self.array
             .info
             .dimension_names
             .as_ref()
@@ -155,14 +315,21 @@ impl Array {
             .transpose()
     }
 
-    /// Why zarrs' decoder reads this array instead of zarrpipe's own (None if zarrpipe's).
+    /// Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if
+    /// zarrpipe's).
     #[getter]
     fn fallback_reason(&self) -> Option<&str> {
-        self.reader.fallback_reason()
+        self.array.fallback_reason()
+    }
+
+    /// Whether writes store chunks that are all fill value (else they are deleted).
+    #[getter]
+    fn write_empty_chunks(&self) -> bool {
+        self.write_empty_chunks
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        self.reader
+        self.array
             .info
             .shape
             .first()
@@ -171,7 +338,7 @@ impl Array {
     }
 
     fn __repr__(&self) -> String {
-        let i = &self.reader.info;
+        let i = &self.array.info;
         format!(
             "<zarrpipe.Array {:?} shape={:?} dtype={} chunks={:?}{} zarr_format={}>",
             self.path(),
@@ -190,10 +357,43 @@ impl Array {
         self.read_selection(py, Some(selection))
     }
 
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        selection: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.write_selection(py, Some(selection), value)
+    }
+
     /// Reads a selection (default: everything) into a fresh Tensor.
     #[pyo3(signature = (selection = None))]
     fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Tensor> {
         self.read_selection(py, selection)
+    }
+
+    /// Decodes a selection straight into `out`: a writable NumPy array (any strides), or
+    /// anything with the buffer protocol or a CPU `__dlpack__` (a torch tensor), of the
+    /// selection's shape and the array's dtype.
+    #[pyo3(signature = (selection, out))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.read_selection_into(py, selection, out)
+    }
+
+    /// Writes `value` into a selection (None: everything), broadcasting like NumPy.
+    #[pyo3(signature = (selection, value))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.write_selection(py, selection, value)
     }
 
     /// `await arr.read_async(selection)`: `read` on a worker thread (the event loop runs on).
@@ -206,6 +406,19 @@ impl Array {
         let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
         py.import("asyncio")?
             .call_method1("to_thread", (slf.getattr("read")?, selection))
+    }
+
+    /// `await arr.write_async(selection, value)`: `write` on a worker thread.
+    #[pyo3(signature = (selection, value))]
+    fn write_async<'py>(
+        slf: &Bound<'py, Self>,
+        selection: Option<&Bound<'py, PyAny>>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        py.import("asyncio")?
+            .call_method1("to_thread", (slf.getattr("write")?, selection, value))
     }
 
     /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).
@@ -223,7 +436,7 @@ impl Array {
     /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
     /// for a sharded array).
     fn chunk_key(&self, index: &Bound<'_, PyAny>) -> PyResult<String> {
-        self.reader
+        self.array
             .stored_key_of_chunk(&selection::chunk_index(index)?)
             .map_err(to_pyerr)
     }

@@ -6,8 +6,8 @@
 use std::io::ErrorKind;
 
 use pyo3::exceptions::{
-    PyException, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError, PyPermissionError,
-    PyTimeoutError, PyValueError,
+    PyException, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError,
+    PyPermissionError, PyTimeoutError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::{create_exception, PyErr};
@@ -56,6 +56,8 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::Corrupt { .. } => DecodeError::new_err(msg),
         Error::Checksum { .. } => ChecksumError::new_err(msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
+        Error::ReadOnly(_) => PyPermissionError::new_err(msg),
+        Error::Exists(_) => PyFileExistsError::new_err(msg),
         Error::Storage { ref source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),

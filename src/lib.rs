@@ -24,7 +24,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bytes_view::BytesView>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<array::Array>()?;
-    m.add_class::<pipeline::PyChunkCodecs>()?;
+    m.add_class::<pipeline::PipelineArray>()?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;

@@ -1,36 +1,49 @@
-//! `_ChunkCodecs`: the Rust half of `zarrpipe.CodecPipeline`. zarr-python's planner says
-//! which chunks a read or write touches; this decodes or encodes them in parallel with the
-//! GIL released, reading and writing zarr-python's numpy buffers in place.
+//! `_PipelineArray`: the Rust half of `zarrpipe.CodecPipeline`. zarr-python's planner says
+//! which chunks a read or write touches and which part of each, in element terms; the
+//! engine turns that into checked placements and decodes or encodes the chunks in parallel
+//! with the GIL released, reading and writing zarr-python's NumPy buffers in place.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use zarrpipe_codecs::decode::placement::{OutPtr, Placement};
-use zarrpipe_codecs::pipeline::{ChunkCodecs, ChunkRead, ChunkWrite, SrcPtr};
-use zarrpipe_codecs::store::Store;
+use zarrpipe_codecs::array::Array as EngineArray;
+use zarrpipe_codecs::decode::placement::OutPtr;
+use zarrpipe_codecs::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
+use zarrpipe_codecs::read::Source;
+use zarrpipe_codecs::store::Store as EngineStore;
+use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
 use crate::errors::to_pyerr;
 use crate::runtime::run;
 use crate::store::Store as PyStore;
 
-/// (store key, chunk shape, wanted (start, stop) per chunk axis, byte offset of the first
-/// wanted element in the array, byte stride of the array per chunk axis)
-type Item = (String, Vec<u64>, Vec<(u64, u64)>, usize, Vec<usize>);
+/// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
+/// an int or a (start, stop) range, and per output axis a (start, stop) range.
+type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>);
 
-#[pyclass(frozen, module = "zarrpipe._zarrpipe", name = "_ChunkCodecs")]
-pub struct PyChunkCodecs {
-    inner: Arc<ChunkCodecs>,
-    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
+/// Where the chunks of this array live, as recognised once, when the pipeline is built.
+enum Chunks {
+    /// The engine reads and writes them itself (a local directory or an object store).
+    Store,
+    /// zarr-python's store API moves the bytes; the engine only decodes and encodes.
+    Supplied,
 }
 
-/// The memory of a numpy array: base pointer and the byte span its strides reach.
-fn span(array: &Bound<'_, PyUntypedArray>, writable: bool) -> PyResult<(*mut u8, usize)> {
+#[pyclass(frozen, module = "zarrpipe._zarrpipe", name = "_PipelineArray")]
+pub struct PipelineArray {
+    array: Arc<EngineArray>,
+    chunks: Chunks,
+}
+
+/// A NumPy array's memory as the engine sees it: (lowest byte address, layout).
+pub(crate) fn numpy_layout(
+    array: &Bound<'_, PyUntypedArray>,
+    writable: bool,
+) -> PyResult<(*mut u8, OutLayout)> {
     if writable
         && !array
             .getattr("flags")?
@@ -40,18 +53,49 @@ fn span(array: &Bound<'_, PyUntypedArray>, writable: bool) -> PyResult<(*mut u8,
         return Err(PyValueError::new_err("output array is read-only"));
     }
     let elem = array.dtype().itemsize();
-    let mut span = elem;
-    for (&n, &s) in array.shape().iter().zip(array.strides()) {
-        if n == 0 {
-            return Ok((std::ptr::null_mut(), 0));
-        }
-        let s = usize::try_from(s)
-            .map_err(|_| PyValueError::new_err("negative strides are not supported"))?;
-        span += (n - 1) * s;
+    let shape: Vec<u64> = array.shape().iter().map(|&n| n as u64).collect();
+    let strides: Vec<isize> = array.strides().to_vec();
+    // SAFETY: reading the data pointer of a live NumPy array.
+    let data = unsafe { (*array.as_array_ptr()).fields.data.cast::<u8>() };
+    if shape.contains(&0) {
+        return Ok((data, OutLayout::c_order(&shape, elem)));
     }
-    // SAFETY: reading the data pointer of a live numpy array.
-    let ptr = unsafe { (*array.as_array_ptr()).fields.data.cast::<u8>() };
-    Ok((ptr, span))
+    let mut below = 0usize;
+    let mut above = elem;
+    for (&n, &s) in shape.iter().zip(&strides) {
+        let reach = (n as usize - 1) * s.unsigned_abs();
+        if s < 0 {
+            below += reach;
+        } else {
+            above += reach;
+        }
+    }
+    let layout = if writable {
+        OutLayout::strided(&shape, &strides, below, below + above, elem).map_err(to_pyerr)?
+    } else {
+        // A write's source may repeat elements (broadcasting): only its extent matters.
+        OutLayout {
+            shape,
+            strides,
+            base: below,
+            len: below + above,
+            elem,
+        }
+    };
+    // SAFETY: `below` bytes before element 0 belong to the array (NumPy's layout).
+    Ok((unsafe { data.sub(below) }, layout))
+}
+
+fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {
+    sel.iter()
+        .map(|s| {
+            if let Ok((a, b)) = s.extract::<(u64, u64)>() {
+                Ok(ChunkAxis::Range(a, b))
+            } else {
+                Ok(ChunkAxis::Index(s.extract::<u64>()?))
+            }
+        })
+        .collect()
 }
 
 fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[u8]>>> {
@@ -59,145 +103,157 @@ fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[
         .map(|l| l.iter().map(|b| b.as_deref()).collect())
 }
 
-impl PyChunkCodecs {
-    fn store(&self, root: Option<PathBuf>) -> PyResult<Option<Arc<Store>>> {
-        let Some(root) = root else { return Ok(None) };
-        let mut stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(s) = stores.get(&root) {
-            return Ok(Some(s.clone()));
-        }
-        let store = Arc::new(Store::open_local(&root).map_err(to_pyerr)?);
-        stores.insert(root, store.clone());
-        Ok(Some(store))
-    }
-}
-
 #[pymethods]
-impl PyChunkCodecs {
-    /// Raises UnsupportedError when zarrpipe cannot decode this array itself.
-    /// `subchunk_order`: C-order indices of a shard's inner chunks, in the order writes lay
-    /// them out (zarr-python's `subchunk_write_order`); None keeps C order.
+impl PipelineArray {
+    /// An engine array for zarr-python's `metadata_json` (`json.dumps(metadata.to_dict())`)
+    /// whose chunks live in `store` (a zarrpipe Store over the same location as
+    /// zarr-python's store) or, without one, are passed in and out as bytes.
+    /// `subchunk_order`: C-order indices of a shard's inner chunks in the order writes lay
+    /// them out (zarr-python's `subchunk_write_order`). Raises UnsupportedError when
+    /// zarrpipe cannot read this array at all.
     #[new]
-    #[pyo3(signature = (metadata_json, subchunk_order = None))]
-    fn new(metadata_json: &str, subchunk_order: Option<Vec<u64>>) -> PyResult<Self> {
-        let codecs = ChunkCodecs::from_metadata_json(metadata_json).map_err(to_pyerr)?;
+    #[pyo3(signature = (metadata_json, subchunk_order = None, store = None))]
+    fn new(
+        py: Python<'_>,
+        metadata_json: &str,
+        subchunk_order: Option<Vec<u64>>,
+        store: Option<PyRef<'_, PyStore>>,
+    ) -> PyResult<Self> {
+        let engine: Option<Arc<EngineStore>> = store.map(|s| s.engine().clone());
+        let chunks = if engine.is_some() {
+            Chunks::Store
+        } else {
+            Chunks::Supplied
+        };
+        let json = metadata_json.to_owned();
+        let array = py
+            .detach(|| match engine {
+                Some(store) => EngineArray::with_metadata(store, "/", &json),
+                None => EngineArray::detached(&json),
+            })
+            .map_err(to_pyerr)?;
+        array.chain().map_err(to_pyerr)?;
         Ok(Self {
-            inner: Arc::new(codecs.with_subchunk_order(subchunk_order.unwrap_or_default())),
-            stores: Mutex::new(HashMap::new()),
+            array: Arc::new(array.with_subchunk_order(subchunk_order.unwrap_or_default())),
+            chunks,
         })
     }
 
-    /// Decodes chunks into `out`, from `encoded` (bytes or None per item) or, if that is
-    /// None, from the local store at `local_root` or the zarrpipe `store` (an object store:
-    /// fetched concurrently). Returns per chunk whether it was present.
-    #[pyo3(signature = (out, items, fill, encoded = None, local_root = None, store = None))]
-    #[allow(clippy::too_many_arguments)]
+    /// Whether the engine fetches and stores chunks itself (else pass bytes).
+    #[getter]
+    fn reads_store(&self) -> bool {
+        matches!(self.chunks, Chunks::Store)
+    }
+
+    /// Decodes the chunks of `requests` into `out`, from `encoded` (bytes or None per
+    /// request) or, when this array reads its store, from the store. Returns per request
+    /// whether the chunk was present.
+    #[pyo3(signature = (out, requests, encoded = None))]
     fn read(
         &self,
         py: Python<'_>,
         out: &Bound<'_, PyUntypedArray>,
-        items: Vec<Item>,
-        fill: Vec<u8>,
+        requests: Vec<Request<'_>>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
-        local_root: Option<PathBuf>,
-        store: Option<PyRef<'_, PyStore>>,
     ) -> PyResult<Vec<bool>> {
-        if fill.len() != self.inner.dtype.size() || out.dtype().itemsize() != fill.len() {
+        if out.dtype().itemsize() != self.array.info.dtype.size() {
             return Err(PyValueError::new_err(
-                "fill value and output dtype do not match the array",
+                "output dtype does not match the array",
             ));
         }
-        let (ptr, len) = span(out, true)?;
-        let store = match store {
-            Some(s) => Some(s.engine().clone()),
-            None => self.store(local_root)?,
-        };
-        let reads: Vec<ChunkRead> = items
+        if encoded.is_none() && !self.reads_store() {
+            return Err(PyValueError::new_err(
+                "this array's chunks must be passed as bytes",
+            ));
+        }
+        let (ptr, layout) = numpy_layout(out, true)?;
+        let chunk_shape = self.array.stored_chunk_shape().to_vec();
+        let plans = requests
             .into_iter()
-            .map(
-                |(key, chunk_shape, want, out_offset, out_strides)| ChunkRead {
-                    key,
-                    placement: Placement {
-                        chunk_shape,
-                        want: want.into_iter().map(|(a, b)| a..b).collect(),
-                        out_offset,
-                        out_strides,
-                    },
-                },
-            )
-            .collect();
-        // SAFETY: `out` stays alive (we hold it) and is not touched by Python while detached;
-        // zarr-python gives each chunk a disjoint part of it; every write is bounds-checked.
-        let out = unsafe { OutPtr::new(ptr, len) };
-        let inner = self.inner.clone();
+            .map(|(key, sel, out_sel)| {
+                let out_sel: Vec<_> = out_sel.into_iter().map(|(a, b)| a..b).collect();
+                ChunkPlan::from_request(key, &chunk_shape, &chunk_axes(&sel)?, &out_sel, &layout)
+                    .map_err(to_pyerr)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        check(&plans, &layout, false).map_err(to_pyerr)?;
+        // SAFETY: `out` stays alive (we hold it) and Python does not touch it while we run
+        // detached; the checked plan keeps every write inside it, chunks disjoint.
+        let out = unsafe { OutPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
         run(py, move || {
             let enc = bytes_list(&encoded);
-            inner.read(&reads, enc.as_deref(), store.as_deref(), &out, &fill)
+            let source = enc.as_deref().map_or(Source::Store, Source::Supplied);
+            array.read_plan(&plans, &out, source, None)
         })
     }
 
-    /// Encodes the chunks a write touches from `value`; returns per item the encoded bytes,
-    /// or None where the chunk is all fill value and `write_empty` is false (delete it).
-    /// With `local_root`, also writes (atomically) or deletes the chunk files there.
-    /// `fresh[i]`: chunk i's old value is not read (cells not written become fill value).
-    #[pyo3(signature = (value, items, fill, write_empty, existing = None, local_root = None, fresh = None))]
-    #[allow(clippy::too_many_arguments)]
+    /// Encodes the chunks of `requests` (key, chunk part, value part) from `value`. Old
+    /// chunks (for the parts a write does not cover) come from `existing` (bytes or None
+    /// per request) or from the store. Stored by the engine when it reads the store
+    /// (returns None per chunk), else returned: bytes, or None to delete the chunk (all
+    /// fill value, `write_empty` false). `fresh[i]`: chunk i's old value is not read.
+    #[pyo3(signature = (value, requests, write_empty, fresh, existing = None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyUntypedArray>,
-        items: Vec<Item>,
-        fill: Vec<u8>,
+        requests: Vec<Request<'py>>,
         write_empty: bool,
+        fresh: Vec<bool>,
         existing: Option<Vec<Option<PyBackedBytes>>>,
-        local_root: Option<PathBuf>,
-        fresh: Option<Vec<bool>>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        if fill.len() != self.inner.dtype.size() || value.dtype().itemsize() != fill.len() {
+        if value.dtype().itemsize() != self.array.info.dtype.size() {
             return Err(PyValueError::new_err(
-                "fill value and input dtype do not match the array",
+                "value dtype does not match the array",
             ));
         }
-        let (ptr, len) = span(value, false)?;
-        let store = self.store(local_root)?;
-        let local = store.is_some();
-        let fresh = fresh.unwrap_or_default();
-        let writes: Vec<ChunkWrite> = items
+        let store_them = existing.is_none() && self.reads_store();
+        if existing.is_none() && !store_them {
+            return Err(PyValueError::new_err(
+                "this array's old chunks must be passed as bytes",
+            ));
+        }
+        let (ptr, layout) = numpy_layout(value, false)?;
+        let chunk_shape = self.array.stored_chunk_shape().to_vec();
+        let writes = requests
             .into_iter()
             .enumerate()
-            .map(
-                |(i, (key, chunk_shape, want, src_offset, src_strides))| ChunkWrite {
+            .map(|(i, (key, sel, value_sel))| {
+                let value_sel: Vec<_> = value_sel.into_iter().map(|(a, b)| a..b).collect();
+                // A write's placement is a read's, with the value as the "output".
+                let p = ChunkPlan::from_request(
                     key,
-                    chunk_shape,
-                    want: want.into_iter().map(|(a, b)| a..b).collect(),
-                    src_offset,
-                    src_strides,
+                    &chunk_shape,
+                    &chunk_axes(&sel)?,
+                    &value_sel,
+                    &layout,
+                )
+                .map_err(to_pyerr)?;
+                Ok(ChunkWrite {
+                    key: p.key,
+                    chunk_shape: chunk_shape.clone(),
+                    want: p.placement.want,
+                    src_offset: p.placement.out_offset,
+                    src_strides: p.placement.out_strides,
                     fresh: fresh.get(i).copied().unwrap_or(false),
-                },
-            )
-            .collect();
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         // SAFETY: `value` stays alive while we run and zarr-python does not modify it.
-        let src = unsafe { SrcPtr::new(ptr, len) };
-        let inner = self.inner.clone();
-        let encoded = run(py, move || {
+        let src = unsafe { SrcPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
+        let written = run(py, move || {
             let ex = bytes_list(&existing);
-            inner.write(
-                &writes,
-                &src,
-                ex.as_deref(),
-                store.as_deref(),
-                write_empty,
-                &fill,
-            )
+            let source = ex.as_deref().map_or(Source::Store, Source::Supplied);
+            array.write_chunks(&writes, &src, source, write_empty, store_them, None)
         })?;
-        Ok(encoded
+        Ok(written
             .into_iter()
-            .map(|e| {
-                if local {
-                    None
-                } else {
-                    e.map(|b| PyBytes::new(py, &b))
-                }
+            .map(|w| match w {
+                _ if store_them => None,
+                Written::Bytes(b) => Some(PyBytes::new(py, &b)),
+                Written::Deleted => None,
             })
             .collect())
     }

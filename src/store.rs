@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use zarrpipe_codecs::array::ArrayReader;
+use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::hierarchy;
 use zarrpipe_codecs::remote::RemoteSettings;
@@ -22,7 +22,7 @@ pub struct Store {
     store: Arc<EngineStore>,
     cache: Option<Arc<ChunkCache>>,
     /// Arrays opened by path, so repeated `read(path, ...)` calls skip the metadata.
-    arrays: Mutex<HashMap<String, Arc<ArrayReader>>>,
+    arrays: Mutex<HashMap<String, Arc<EngineArray>>>,
 }
 
 impl Store {
@@ -31,7 +31,7 @@ impl Store {
         &self.store
     }
 
-    fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Arc<ArrayReader>> {
+    fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Arc<EngineArray>> {
         self.reader_with(py, path, refresh, None)
     }
 
@@ -41,7 +41,7 @@ impl Store {
         path: &str,
         refresh: bool,
         metadata: Option<String>,
-    ) -> PyResult<Arc<ArrayReader>> {
+    ) -> PyResult<Arc<EngineArray>> {
         let node = node_path(path).map_err(to_pyerr)?;
         if !refresh && metadata.is_none() {
             if let Some(r) = self
@@ -55,11 +55,11 @@ impl Store {
         }
         let store = self.store.clone();
         let reader = Arc::new(run(py, move || match metadata {
-            Some(json) => ArrayReader::with_metadata(store, &node, &json),
-            None => ArrayReader::open(store, &node),
+            Some(json) => EngineArray::with_metadata(store, &node, &json),
+            None => EngineArray::open(store, &node),
         })?);
         if let Some(cache) = &self.cache {
-            cache.forget_array(&reader.info.path);
+            cache.forget_prefix(&key_prefix(&reader.info.path));
         }
         self.arrays
             .lock()
@@ -72,7 +72,31 @@ impl Store {
         Ok(Array::new(
             self.reader(py, path, refresh)?,
             self.cache.clone(),
+            false,
         ))
+    }
+
+    /// Remembers a just-created array (its cached chunks, if any, are stale).
+    fn remember(&self, array: EngineArray) -> Arc<EngineArray> {
+        let array = Arc::new(array);
+        if let Some(cache) = &self.cache {
+            cache.forget_prefix(&key_prefix(&array.info.path));
+        }
+        self.arrays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(array.info.path.clone(), array.clone());
+        array
+    }
+}
+
+/// The prefix of every key of the node at `node` (a node path).
+fn key_prefix(node: &str) -> String {
+    let p = node.trim_matches('/');
+    if p.is_empty() {
+        String::new()
+    } else {
+        format!("{p}/")
     }
 }
 
@@ -84,11 +108,15 @@ impl Store {
     /// `allow_http`...; credentials otherwise come from the environment). `timeout`
     /// (seconds per request), `retries` and `concurrency` (requests in flight per read)
     /// apply to object stores. `cache_bytes` > 0 enables a decoded-chunk cache of that size.
+    /// `mode`: "a" (read and write) or "r" (read-only: writes raise PermissionError); the
+    /// default is "a", except for http(s):// stores ("r").
     #[new]
-    #[pyo3(signature = (path, *, cache_bytes = 0, options = None, timeout = 30.0, retries = 3, concurrency = 32))]
+    #[pyo3(signature = (path, *, mode = None, cache_bytes = 0, options = None, timeout = 30.0, retries = 3, concurrency = 32))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
+        mode: Option<&str>,
         cache_bytes: usize,
         options: Option<HashMap<String, String>>,
         timeout: f64,
@@ -110,6 +138,17 @@ impl Store {
             concurrency,
         };
         let options: Vec<(String, String)> = options.unwrap_or_default().into_iter().collect();
+        let http = location.starts_with("http://") || location.starts_with("https://");
+        let read_only = match mode {
+            None => http,
+            Some("r") => true,
+            Some("a" | "r+") => false,
+            Some(other) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "mode must be \"r\" (read-only) or \"a\" (read and write), not {other:?}"
+                )))
+            }
+        };
         let store = py
             .detach(|| {
                 if location.contains("://") {
@@ -118,7 +157,8 @@ impl Store {
                     EngineStore::open_local(&location)
                 }
             })
-            .map_err(to_pyerr)?;
+            .map_err(to_pyerr)?
+            .read_only(read_only);
         Ok(Self {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
@@ -153,6 +193,8 @@ impl Store {
         if let Some(r) = self.store.remote() {
             use std::sync::atomic::Ordering::Relaxed;
             d.set_item("gets", r.counts.gets.load(Relaxed))?;
+            d.set_item("puts", r.counts.puts.load(Relaxed))?;
+            d.set_item("deletes", r.counts.deletes.load(Relaxed))?;
             d.set_item("heads", r.counts.heads.load(Relaxed))?;
             d.set_item("lists", r.counts.lists.load(Relaxed))?;
             d.set_item("bytes", r.counts.bytes.load(Relaxed))?;
@@ -180,12 +222,13 @@ impl Store {
 
     /// Opens the array at `path` (`""` is an array at the store root), reading its metadata,
     /// or taking it from `metadata` (the JSON of zarr.json / .zarray, as str or dict).
-    #[pyo3(signature = (path = "", *, metadata = None))]
+    #[pyo3(signature = (path = "", *, metadata = None, write_empty_chunks = false))]
     fn open_array(
         &self,
         py: Python<'_>,
         path: &str,
         metadata: Option<&Bound<'_, PyAny>>,
+        write_empty_chunks: bool,
     ) -> PyResult<Array> {
         let json = match metadata {
             None => None,
@@ -199,7 +242,124 @@ impl Store {
         Ok(Array::new(
             self.reader_with(py, path, true, json)?,
             self.cache.clone(),
+            write_empty_chunks,
         ))
+    }
+
+    /// Whether writes are refused (`mode="r"`, or a store that cannot take writes).
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.store.is_read_only()
+    }
+
+    /// Creates an array at `path` and returns it, writing the metadata zarr-python writes
+    /// for the same arguments. `chunks` are the read chunks (inner chunks when `shards` is
+    /// given); `compressors` and `filters` are v3 codec dicts
+    /// (`{"name": "zstd", "configuration": {"level": 3}}`), numcodecs configs
+    /// (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs codec objects, `"auto"`
+    /// being zarr-python's default (zstd level 0) and None none. An existing array or
+    /// group at `path` is FileExistsError unless `overwrite`.
+    #[pyo3(signature = (path, *, shape, dtype, chunks = None, shards = None, compressors = None, filters = None, fill_value = None, attributes = None, dimension_names = None, zarr_format = 3, write_empty_chunks = false, overwrite = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_array(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        shape: &Bound<'_, PyAny>,
+        dtype: &Bound<'_, PyAny>,
+        chunks: Option<&Bound<'_, PyAny>>,
+        shards: Option<&Bound<'_, PyAny>>,
+        compressors: Option<&Bound<'_, PyAny>>,
+        filters: Option<&Bound<'_, PyAny>>,
+        fill_value: Option<&Bound<'_, PyAny>>,
+        attributes: Option<&Bound<'_, PyAny>>,
+        dimension_names: Option<&Bound<'_, PyAny>>,
+        zarr_format: u8,
+        write_empty_chunks: bool,
+        overwrite: bool,
+    ) -> PyResult<Array> {
+        let auto = pyo3::types::PyString::new(py, "auto");
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("shape", shape)?;
+        kwargs.set_item("dtype", dtype)?;
+        kwargs.set_item("chunks", chunks)?;
+        kwargs.set_item("shards", shards)?;
+        kwargs.set_item("compressors", compressors.unwrap_or(auto.as_any()))?;
+        kwargs.set_item("filters", filters.unwrap_or(auto.as_any()))?;
+        kwargs.set_item("fill_value", fill_value)?;
+        kwargs.set_item("attributes", attributes)?;
+        kwargs.set_item("dimension_names", dimension_names)?;
+        kwargs.set_item("zarr_format", zarr_format)?;
+        let spec_json: String = py
+            .import("zarrpipe._create")?
+            .getattr("array_spec_json")?
+            .call((), Some(&kwargs))?
+            .extract()?;
+        let spec = zarrpipe_codecs::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
+        let store = self.store.clone();
+        let path = path.to_owned();
+        let array = run(py, move || {
+            zarrpipe_codecs::create::create_array(&store, &path, &spec, overwrite)
+        })?;
+        Ok(Array::new(
+            self.remember(array),
+            self.cache.clone(),
+            write_empty_chunks,
+        ))
+    }
+
+    /// Creates a group at `path` (and any missing parent groups); an existing group is
+    /// kept, its attributes replaced when `attributes` is given.
+    #[pyo3(signature = (path, attributes = None, *, zarr_format = 3))]
+    fn create_group(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        attributes: Option<&Bound<'_, PyAny>>,
+        zarr_format: u8,
+    ) -> PyResult<()> {
+        let attrs: Option<String> = match attributes {
+            None => None,
+            Some(a) if a.is_instance_of::<PyDict>() => {
+                Some(py.import("json")?.call_method1("dumps", (a,))?.extract()?)
+            }
+            Some(_) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "attributes must be a dict",
+                ))
+            }
+        };
+        let store = self.store.clone();
+        let path = path.to_owned();
+        run(py, move || {
+            zarrpipe_codecs::create::create_group(&store, &path, attrs.as_deref(), zarr_format)
+        })
+    }
+
+    /// Writes `value` into a selection of the array at `path`, broadcasting like NumPy.
+    #[pyo3(signature = (path, selection, value))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.array(py, path, false)?
+            .write_selection(py, selection, value)
+    }
+
+    /// Decodes a selection of the array at `path` straight into `out` (see `Array.read_into`).
+    #[pyo3(signature = (path, selection, out))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.array(py, path, false)?
+            .read_selection_into(py, selection, out)
     }
 
     /// Reads a selection of the array at `path` into a fresh Tensor.

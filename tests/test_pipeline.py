@@ -759,16 +759,27 @@ def test_write_empty_chunks_true(ours, new_location, how):
 # fallbacks
 
 
-def test_fancy_indexing_falls_back(ours, loc):
-    """Integer arrays, masks, coordinates and steps go to zarr-python's pipeline, silently
-    (filterwarnings=error), with correct values; writes too."""
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_fancy_indexing_natively(ours, loc, sharded):
+    """Integer arrays, masks, coordinates and steps: decoded by zarrpipe (strict mode, which
+    refuses any fallback), values equal to NumPy's and to the default pipeline's; writes too."""
     data = sample_values("float64", SHAPE, seed=11)
-    a = create(loc, OURS, shape=SHAPE, chunks=CHUNKS, dtype="float64", fill_value=np.nan)
+    layout = dict(chunks=(2, 5), shards=(4, 10)) if sharded else dict(chunks=CHUNKS)
+    a = create(loc, OURS, shape=SHAPE, dtype="float64", fill_value=np.nan, **layout)
+    with zarr.config.set({"codec_pipeline.strict": True}):
+        _fancy_reads_and_writes(a, data, loc)
+
+
+def _fancy_reads_and_writes(a: Any, data: np.ndarray, loc: Location) -> None:
     a[...] = data
     mirror = data.copy()
     rows, cols = [0, 5, 12], [1, 2, 10]
     mask = (np.arange(13 * 11).reshape(SHAPE) % 3) == 0
     assert_values(values(a.oindex, (rows, slice(None))), data[rows, :], "oindex rows")
+    unsorted = [12, 0, 0, 5, -1]
+    assert_values(values(a.oindex, (unsorted, 3)), data[unsorted, 3], "unsorted, repeats")
+    none = np.array([], dtype=int)
+    assert_values(values(a.oindex, (slice(None), none)), data[:, none], "empty selection")
     assert_values(values(a.oindex, (rows, cols)), data[np.ix_(rows, cols)], "oindex both")
     assert_values(values(a.oindex, (2, cols)), data[2, cols], "oindex int + list")
     assert_values(values(a.vindex, (rows, cols)), data[rows, cols], "vindex")
@@ -860,25 +871,23 @@ def test_strict_mode(ours, loc, tmp_path):
     a = create(loc, OURS, shape=SHAPE, chunks=CHUNKS, dtype="int32", fill_value=0)
     a[...] = 1
     with zarr.config.set({"codec_pipeline.strict": True}):
-        for read in (
-            lambda: a.oindex[[1, 3], :],
-            lambda: a.vindex[[1, 3], [2, 4]],
-            lambda: a[::2],
-            lambda: a[np.ones(SHAPE, dtype=bool)],
-        ):
-            with pytest.raises(zarrpipe.UnsupportedError):
-                read()
-        with pytest.raises(zarrpipe.UnsupportedError):
-            a[::2] = 5
-        with pytest.raises(zarrpipe.UnsupportedError):
-            a.oindex[[1, 3], :] = 5
+        # every selection kind is native, so strict mode reads and writes them
+        assert_values(values(a.oindex, ([1, 3], slice(None))), np.ones((2, 11), "int32"), "oindex")
+        assert_values(values(a, np.s_[::2]), np.ones((7, 11), "int32"), "steps")
+        a[::2] = 5
+        a.oindex[[1, 3], :] = 6
+        # a data type zarrpipe does not decode is refused, not handed over
         with pytest.raises(zarrpipe.UnsupportedError):
             create(Location(loc.kind, tmp_path), OURS, shape=(3,), dtype=str)
         assert issubclass(zarrpipe.UnsupportedError, zarrpipe.ZarrpipeError)
-        # basic selections never fall back, so strict mode reads and writes them
         a[1:3, -4:] = 7
         assert int(a[2, -1]) == 7
-        assert_values(values(a, np.s_[0, :]), np.ones(11, "int32"), "strict basic read")
+        want = np.ones(SHAPE, "int32")
+        want[::2] = 5
+        want[[1, 3], :] = 6
+        want[1:3, -4:] = 7
+        assert_values(values(a, np.s_[0, :]), want[0, :], "strict basic read")
+        assert_values(values(reopen(loc, DEFAULT)), want, "strict writes, read by default")
     assert_values(values(a, np.s_[::2]), values(reopen(loc, DEFAULT), np.s_[::2]), "lenient")
 
 

@@ -25,7 +25,7 @@ __all__ = [
     "UnsupportedError",
     "ZarrpipeError",
     "_BytesView",
-    "_ChunkCodecs",
+    "_PipelineArray",
     "__version__",
     "_first_touch_stats",
     "get_num_threads",
@@ -174,7 +174,8 @@ class Array:
     def dimension_names(self) -> tuple[str | None, ...] | None: ...
     @property
     def fallback_reason(self) -> str | None:
-        """Why zarrs' decoder reads this array instead of zarrpipe's own (None if zarrpipe's)."""
+        """Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if
+        zarrpipe's)."""
     def __len__(self) -> int: ...
     def __getitem__(self, selection: _Selection, /) -> Tensor:
         """Integers (dropping their axis), step-1 slices and `...`; out of range → IndexError."""
@@ -182,6 +183,25 @@ class Array:
         """Reads a selection (default: everything) into a fresh Tensor."""
     async def read_async(self, selection: _Selection | None = None) -> Tensor:
         """`read` on a worker thread: awaiting it never blocks the event loop."""
+    @property
+    def write_empty_chunks(self) -> bool:
+        """Whether writes store chunks that are all fill value (else they are deleted)."""
+    def __setitem__(self, selection: _Selection, value: npt.ArrayLike, /) -> None:
+        """Writes `value`, broadcast like NumPy, into the selection."""
+    def read_into(self, selection: _Selection | None, out: Any) -> None:
+        """Decodes a selection straight into `out`: a writable NumPy array of the selection's
+        shape and the array's dtype (any strides), a CPU `__dlpack__` tensor (torch), or a
+        raw writable buffer of the right size. Repeated reads into one buffer allocate
+        nothing. ValueError/TypeError if `out` does not fit."""
+    def write(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
+        """Writes `value`, broadcast like NumPy, into a selection (None: everything).
+
+        Chunks the write covers inside the array are encoded from the new values alone;
+        others are read, updated and re-encoded. Local chunk files are replaced atomically,
+        object-store values with one PUT each; chunks left all fill value are deleted unless
+        `write_empty_chunks`. PermissionError on a read-only store."""
+    async def write_async(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
+        """`write` on a worker thread: awaiting it never blocks the event loop."""
     def read_chunk(self, index: _ChunkIndex) -> Tensor:
         """Reads one chunk of the `chunks` grid, trimmed at the array's edge."""
     def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
@@ -198,6 +218,7 @@ class Store:
         cls,
         path: str | os.PathLike[str],
         *,
+        mode: Literal["r", "a", "r+"] | None = None,
         cache_bytes: int = 0,
         options: dict[str, str] | None = None,
         timeout: float = 30.0,
@@ -211,21 +232,74 @@ class Store:
         `aws_skip_signature`, `allow_http`, ...); credentials otherwise come from the
         environment. `timeout` (seconds per request), `retries` (of transient failures) and
         `concurrency` (requests in flight per read) apply to object stores.
-        `cache_bytes > 0` enables an LRU decoded-chunk cache of that size.
+        `cache_bytes > 0` enables an LRU decoded-chunk cache of that size. `mode` is "a"
+        (read and write; the default except for http(s):// stores) or "r" (read-only:
+        writes raise PermissionError).
         """
+    @property
+    def read_only(self) -> bool:
+        """Whether writes are refused."""
     @staticmethod
     def from_obstore(store: Any, **kwargs: Any) -> Store:
         """A store over the location an `obstore` store object points at, with its config."""
     def request_counts(self) -> dict[str, int]:
-        """For object stores: requests made so far (gets, heads, lists) and bytes received."""
+        """For object stores: requests made so far (gets, puts, deletes, heads, lists) and
+        bytes received."""
     async def read_async(self, path: str, selection: _Selection | None = None) -> Tensor:
         """`read` on a worker thread: awaiting it never blocks the event loop."""
-    def open_array(self, path: str = "", *, metadata: str | dict[str, Any] | None = None) -> Array:
+    def open_array(
+        self,
+        path: str = "",
+        *,
+        metadata: str | dict[str, Any] | None = None,
+        write_empty_chunks: bool = False,
+    ) -> Array:
         """Opens the array at `path` (`""` is an array at the store root).
 
         Its metadata is read from the store, or taken from `metadata` (the JSON content of
-        zarr.json / .zarray) when given.
+        zarr.json / .zarray) when given. `write_empty_chunks`: writes store chunks that are
+        all fill value (by default they are deleted, as zarr-python does).
         """
+    def create_array(
+        self,
+        path: str,
+        *,
+        shape: int | Sequence[int],
+        dtype: npt.DTypeLike,
+        chunks: int | Sequence[int] | None = None,
+        shards: int | Sequence[int] | None = None,
+        compressors: Any = "auto",
+        filters: Any = "auto",
+        fill_value: Any = None,
+        attributes: dict[str, Any] | None = None,
+        dimension_names: Sequence[str | None] | None = None,
+        zarr_format: Literal[2, 3] = 3,
+        write_empty_chunks: bool = False,
+        overwrite: bool = False,
+    ) -> Array:
+        """Creates an array at `path` with the metadata zarr-python writes for the same
+        arguments, and returns it.
+
+        `chunks` is the read chunk shape (inner chunks when `shards` is given). Codecs are
+        v3 dicts (`{"name": "zstd", "configuration": {"level": 3}}`), numcodecs configs
+        (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs codec objects; "auto" is
+        zarr-python's default (zstd, level 0) and None means none. FileExistsError if
+        something is at `path`, unless `overwrite` (which deletes it first).
+        """
+    def create_group(
+        self,
+        path: str,
+        attributes: dict[str, Any] | None = None,
+        *,
+        zarr_format: Literal[2, 3] = 3,
+    ) -> None:
+        """Creates a group at `path` (and missing parent groups); an existing group keeps
+        its attributes unless `attributes` is given."""
+    def write(self, path: str, selection: _Selection | None, value: npt.ArrayLike) -> None:
+        """Writes `value` (broadcast like NumPy) into a selection of the array at `path`."""
+    def read_into(self, path: str, selection: _Selection | None, out: Any) -> None:
+        """Decodes a selection of the array at `path` straight into `out` (see
+        `Array.read_into`)."""
     def read(self, path: str, selection: _Selection | None = None) -> Tensor:
         """Reads a selection of the array at `path` into a fresh Tensor."""
     def read_chunks(self, path: str, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
@@ -237,38 +311,39 @@ class Store:
     def clear_cache(self) -> None:
         """Empties the chunk cache."""
 
-_Item: TypeAlias = tuple[str, list[int], list[tuple[int, int]], int, list[int]]
+_Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
 
 @final
-class _ChunkCodecs:
-    """The Rust half of `zarrpipe.CodecPipeline` (internal)."""
+class _PipelineArray:
+    """The Rust half of `zarrpipe.CodecPipeline` (internal): one engine array."""
 
-    def __new__(cls, metadata_json: str, subchunk_order: list[int] | None = None) -> _ChunkCodecs:
-        """Raises UnsupportedError when zarrpipe cannot decode the array itself."""
+    def __new__(
+        cls,
+        metadata_json: str,
+        subchunk_order: list[int] | None = None,
+        store: Store | None = None,
+    ) -> _PipelineArray:
+        """Raises UnsupportedError when zarrpipe cannot read the array at all."""
+    @property
+    def reads_store(self) -> bool:
+        """Whether the engine fetches and stores chunks itself (else pass bytes)."""
     def read(
         self,
         out: npt.NDArray[Any],
-        items: list[_Item],
-        fill: bytes,
+        requests: list[_Request],
         encoded: list[bytes | None] | None = None,
-        local_root: str | None = None,
-        store: Store | None = None,
     ) -> list[bool]:
-        """Decodes chunks into `out` from `encoded`, the local store at `local_root` or
-        `store` (an object store: fetched concurrently); returns per chunk whether it was
-        present."""
+        """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
     def write(
         self,
         value: npt.NDArray[Any],
-        items: list[_Item],
-        fill: bytes,
+        requests: list[_Request],
         write_empty: bool,
+        fresh: list[bool],
         existing: list[bytes | None] | None = None,
-        local_root: str | None = None,
-        fresh: list[bool] | None = None,
     ) -> list[bytes | None]:
-        """Encodes the chunks a write touches; None marks a chunk to delete. `fresh[i]`:
-        chunk i is not read first (cells not written become the fill value)."""
+        """Encodes the chunks a write touches; None marks a chunk to delete (or one the
+        engine stored itself)."""
 
 def set_num_threads(n: int) -> None:
     """Sets how many threads decode (default: the CPU count or ZARRPIPE_NUM_THREADS)."""

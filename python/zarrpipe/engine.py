@@ -9,12 +9,12 @@ rectangular regions: ``region`` is one ``(start, stop)`` pair per axis, step 1.
 
 Reads decode into a fresh buffer that nobody else holds and move it into NumPy
 (``np.from_dlpack(tensor.into_dlpack())``): the result is writable and no copy is made.
-Writes encode in Rust and replace chunk files atomically.
+Writes go through zarrpipe's native write path (``Array.write``): encoded in Rust, chunk
+files replaced atomically.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrpipe._zarrpipe import Store, _ChunkCodecs
+from zarrpipe._zarrpipe import Store
 
 Region = Sequence[tuple[int, int]]
 
@@ -65,8 +65,11 @@ class ArrayEngine:
         self._metadata = metadata
         self._config = dict(config or {})
         self._store = Store(root, cache_bytes=int(self._config.get("cache_bytes", 0)))
-        self._array = self._store.open_array(self._path, metadata=metadata)
-        self._codecs: _ChunkCodecs | None = None
+        self._array = self._store.open_array(
+            self._path,
+            metadata=metadata,
+            write_empty_chunks=bool(self._config.get("write_empty_chunks", False)),
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -103,50 +106,7 @@ class ArrayEngine:
 
     def write_selection(self, region: Region, value: Any, *, prototype: Any = None) -> None:
         """Writes `value` (broadcast to the region's shape) into `region`."""
-        slices = self._slices(region)
-        shape = tuple(s.stop - s.start for s in slices)
-        value = np.asarray(value, dtype=self.dtype)
-        if value.shape != shape:
-            value = np.broadcast_to(value, shape)
-        if not value.dtype.isnative:
-            value = value.astype(value.dtype.newbyteorder("="))
-        if any(s < 0 for s in value.strides):
-            value = np.ascontiguousarray(value)
-        if self._codecs is None:
-            self._codecs = _ChunkCodecs(json.dumps(self._metadata))
-        items = list(self._write_items(slices, value))
-        if not items:
-            return
-        fill = np.asarray(self._array.fill_value, dtype=self.dtype).tobytes()
-        write_empty = bool(self._config.get("write_empty_chunks", False))
-        self._codecs.write(value, items, fill, write_empty, None, self._root)
-        self._store.clear_cache()
-
-    def _write_items(self, slices: tuple[slice, ...], value: np.ndarray[Any, Any]):
-        chunk_shape = self._stored_chunk_shape()
-        ranges = [
-            range(s.start // c, -(-s.stop // c)) for s, c in zip(slices, chunk_shape, strict=True)
-        ]
-        for coords in itertools.product(*ranges):
-            want, offset, strides = [], 0, []
-            for axis, (c, size, s) in enumerate(zip(coords, chunk_shape, slices, strict=True)):
-                lo, hi = max(s.start, c * size), min(s.stop, (c + 1) * size)
-                want.append((lo - c * size, hi - c * size))
-                offset += (lo - s.start) * value.strides[axis]
-                strides.append(value.strides[axis])
-            key = self._array.chunk_key(self._first_chunk_of(coords))
-            yield key, list(chunk_shape), want, offset, strides
-
-    def _first_chunk_of(self, stored: tuple[int, ...]) -> tuple[int, ...]:
-        """The `chunks`-grid index of the first chunk in stored chunk (shard) `stored`."""
-        shards = self._array.shards
-        if shards is None:
-            return stored
-        chunks = self._array.chunks
-        return tuple(c * (s // i) for c, s, i in zip(stored, shards, chunks, strict=True))
-
-    def _stored_chunk_shape(self) -> tuple[int, ...]:
-        return self._array.shards or self._array.chunks
+        self._array.write(self._slices(region), value)
 
 
 def array_engine(path: Any, metadata: Any, config: Mapping[str, Any] | None = None) -> ArrayEngine:

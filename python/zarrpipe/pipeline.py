@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -30,8 +31,10 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import LocalStore
 
-from zarrpipe import _obstore, _plan
-from zarrpipe._zarrpipe import Store, UnsupportedError, ZarrpipeError, _ChunkCodecs
+from zarrpipe import _obstore
+from zarrpipe._chunk_boxes import Box, NotABox, groups, selection_box
+from zarrpipe._zarrpipe import Store as _EngineStore
+from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _PipelineArray
 
 if TYPE_CHECKING:
     from typing import Self
@@ -85,8 +88,9 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
     return None
 
 
-def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
-    """The Rust codecs for `metadata`, or None (with a warning) when zarrpipe cannot do it."""
+def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
+    """The engine array for `metadata`, reading and writing `store` itself when it can
+    reach it, or None (with a warning) when zarrpipe cannot handle this array."""
     if isinstance(metadata, ArrayV3Metadata) and _custom_codec(metadata.codecs) is not None:
         # The user configured their own codec class: honour it, quietly.
         return None
@@ -94,7 +98,9 @@ def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
         reason = f"data type {metadata.dtype} is not a native-endian fixed-size number or bool"
     else:
         try:
-            return _ChunkCodecs(_metadata_json(metadata), _subchunk_order(metadata))
+            return _PipelineArray(
+                _metadata_json(metadata), _subchunk_order(metadata), _engine_store(store)
+            )
         except UnsupportedError as e:
             reason = str(e)
         except Exception as e:  # metadata zarrs' parser rejects
@@ -109,38 +115,30 @@ def _build_impl(metadata: ArrayMetadata) -> _ChunkCodecs | None:
     return None
 
 
-def _local_root(getter: Any) -> str | None:
-    # Exactly LocalStore: a subclass or a wrapper may change what reads and writes do.
-    store = getattr(getter, "store", None)
-    if type(store) is LocalStore and isinstance(getattr(getter, "path", None), str):
-        return str(store.root)
-    return None
+# zarrpipe Stores over the locations zarr-python's stores point at, by process (a forked
+# child opens its own: HTTP connections do not survive a fork), URL and options.
+_ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
 
 
-# zarrpipe Stores over the object stores that zarr-python's ObjectStore wraps, by process
-# (a forked child opens its own: HTTP connections do not survive a fork), URL and options.
-_REMOTE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
-
-
-def _remote_store(getter: Any) -> Any | None:
-    """A zarrpipe Store that reads what `getter`'s store holds, when that store is
-    zarr-python's ObjectStore over an obstore store zarrpipe can open (S3, GCS, Azure, HTTP,
-    local; see `_obstore`): Rust then fetches the chunks
-    itself, concurrently (byte ranges of shards), and decodes them as they arrive."""
-    store = getattr(getter, "store", None)
-    if type(store).__name__ != "ObjectStore" or not type(store).__module__.startswith("zarr."):
+def _engine_store(store: Any) -> Any | None:
+    """A zarrpipe Store over the same location as zarr-python's `store`, recognised once:
+    exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), or
+    zarr-python's `ObjectStore` over an obstore store zarrpipe can open (S3, GCS, Azure,
+    HTTP, local; see `_obstore`). None for any other store: zarr-python moves the bytes."""
+    if type(store) is LocalStore:
+        url, options = str(store.root), {}
+    elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
+        try:
+            url, options = _obstore.url_and_options(getattr(store, "store", None))
+        except (TypeError, ValueError):
+            return None  # a store kind or configuration we cannot carry over
+    else:
         return None
-    if not isinstance(getattr(getter, "path", None), str):
-        return None
-    try:
-        url, options = _obstore.url_and_options(getattr(store, "store", None))
-    except (TypeError, ValueError):
-        return None  # a store kind or configuration we cannot carry over: zarr-python fetches
     key = (os.getpid(), url, tuple(sorted(options.items())))
-    found = _REMOTE_STORES.get(key)
+    found = _ENGINE_STORES.get(key)
     if found is None:
         try:
-            found = _REMOTE_STORES.setdefault(key, Store(url, options=options))
+            found = _ENGINE_STORES.setdefault(key, _EngineStore(url, mode="a", options=options))
         except (ValueError, OSError, ZarrpipeError):
             return None
     return found
@@ -173,8 +171,9 @@ class CodecPipeline(_abc.CodecPipeline):
 
     metadata: ArrayMetadata
     store: Store
-    _impl: _ChunkCodecs | None = field(default=None, compare=False, repr=False)
+    _impl: _PipelineArray | None = field(default=None, compare=False, repr=False)
     _fallback: BatchedCodecPipeline | None = field(default=None, compare=False, repr=False)
+    _warned: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._fallback is None:
@@ -182,7 +181,7 @@ class CodecPipeline(_abc.CodecPipeline):
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: ArrayMetadata, store: Store) -> Self:
-        return cls(metadata=array_metadata, store=store, _impl=_build_impl(array_metadata))
+        return cls(metadata=array_metadata, store=store, _impl=_build_impl(array_metadata, store))
 
     @classmethod
     def from_codecs(cls, codecs: Iterable[Codec]) -> Any:
@@ -203,9 +202,10 @@ class CodecPipeline(_abc.CodecPipeline):
         return {"metadata": self.metadata, "store": self.store}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self._warned = False
         self.metadata = state["metadata"]
         self.store = state["store"]
-        self._impl = _build_impl(self.metadata)
+        self._impl = _build_impl(self.metadata, self.store)
         self._fallback = BatchedCodecPipeline.from_codecs(_codecs_of(self.metadata))
 
     @property
@@ -245,21 +245,19 @@ class CodecPipeline(_abc.CodecPipeline):
 
     # ------------------------------------------------------------------ reads
 
-    def _plan(
-        self, batch: list[BatchInfo], array: np.ndarray[Any, Any]
-    ) -> list[tuple[str, list[int], list[tuple[int, int]], int, list[int]]] | None:
-        items = []
+    def _requests(
+        self, batch: list[BatchInfo], out_shape: tuple[int, ...]
+    ) -> list[tuple[str, list[Any], list[tuple[int, int]]]] | None:
+        """zarr-python's per-chunk selections in element terms, or None when a selection is
+        not basic (integer arrays, masks, steps), which zarr-python's pipeline then reads."""
+        requests = []
         for getter, spec, chunk_sel, out_sel, _ in batch:
-            placed = _plan.placement(
-                tuple(spec.shape), chunk_sel, out_sel, array.shape, array.strides
-            )
-            if placed is None:
+            chunk = _chunk_selection(tuple(spec.shape), chunk_sel)
+            out = _out_selection(out_shape, out_sel)
+            if chunk is None or out is None:
                 return None
-            want, offset, strides = placed
-            items.append(
-                (str(getattr(getter, "path", "")), list(spec.shape), want, offset, strides)
-            )
-        return items
+            requests.append((str(getattr(getter, "path", "")), chunk, out))
+        return requests
 
     @property
     def _sharded(self) -> bool:
@@ -275,9 +273,25 @@ class CodecPipeline(_abc.CodecPipeline):
             and array.dtype.isnative
         )
 
-    def _fallback_or_raise(self, why: str) -> None:
+    def _reads_store(self, batch: list[BatchInfo]) -> bool:
+        """Whether the engine fetches these chunks itself: it reaches the store, and every
+        chunk of the batch is in it."""
+        assert self._impl is not None
+        return self._impl.reads_store and all(g.store is self.store for g, *_ in batch)
+
+    def _fall_back(self, why: str) -> None:
+        """Strict mode raises; otherwise warns, once per array, that zarr-python's pipeline
+        runs this batch."""
         if _strict():
             raise UnsupportedError(f"zarrpipe.CodecPipeline: {why}")
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"zarrpipe.CodecPipeline: {why}; zarr-python's pipeline reads or writes "
+                "these chunks (warned once per array)",
+                FallbackWarning,
+                stacklevel=3,
+            )
 
     async def read(
         self,
@@ -287,27 +301,17 @@ class CodecPipeline(_abc.CodecPipeline):
     ) -> Any:
         batch = list(batch_info)
         array = out.as_ndarray_like()
-        items = None
-        if self._impl is not None and batch and not drop_axes and self._supported_buffer(array):
-            items = self._plan(batch, array)
-        if items is None:
+        present: list[bool] | None = None
+        if self._impl is not None and batch and self._supported_buffer(array):
+            requests = None if drop_axes else self._requests(batch, array.shape)
+            if requests is not None:
+                present = await self._decode_into(batch, array, requests)
+            else:
+                present = await self._read_boxes(batch, array, drop_axes)
+        if present is None:
             if self._impl is not None and batch:
-                self._fallback_or_raise("selection or output buffer not supported")
+                self._fall_back("output buffer or chunk selection not supported")
             return await self._python.read(batch, out, drop_axes)
-        fill = np.asarray(fill_value_or_default(batch[0][1]), dtype=array.dtype).tobytes()
-        roots = {_local_root(getter) for getter, *_ in batch}
-        remote = _remote_store(batch[0][0]) if None in roots else None
-        if len(roots) == 1 and None not in roots:
-            present = await asyncio.to_thread(
-                self._impl.read, array, items, fill, None, roots.pop()
-            )
-        elif remote is not None and all(g.store is batch[0][0].store for g, *_ in batch):
-            present = await asyncio.to_thread(
-                self._impl.read, array, items, fill, None, None, remote
-            )
-        else:
-            encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
-            present = await asyncio.to_thread(self._impl.read, array, items, fill, encoded)
         if _REPORTS_STATUS:
             return tuple(
                 _abc.GetResult(status="present" if p else "missing")  # type: ignore[attr-defined]
@@ -315,12 +319,68 @@ class CodecPipeline(_abc.CodecPipeline):
             )
         return None
 
-    async def _fetch(self, getters: list[tuple[ByteGetter, ArraySpec]]) -> list[bytes | None]:
-        async def get(getter: ByteGetter, spec: ArraySpec) -> bytes | None:
-            buf = await getter.get(prototype=spec.prototype)
-            return None if buf is None else buf.to_bytes()
+    async def _decode_into(
+        self, batch: list[BatchInfo], array: Any, requests: list[Any]
+    ) -> list[bool]:
+        """Decodes each request's chunk part into `array` in parallel; whether each chunk
+        is stored (a missing one reads as the fill value)."""
+        assert self._impl is not None
+        if self._reads_store(batch):
+            return list(await asyncio.to_thread(self._impl.read, array, requests))
+        encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
+        return list(await asyncio.to_thread(self._impl.read, array, requests, encoded))
 
-        return await concurrent_map(getters, get, config.get("async.concurrency"))
+    def _boxes(self, batch: list[BatchInfo]) -> list[Box | None] | None:
+        """Per item the box of its chunk that its selection touches (None: nothing), or None
+        when a selection or the chunk shapes are not ones the general path handles."""
+        shapes = {tuple(spec.shape) for _, spec, *_ in batch}
+        if len(shapes) != 1 or len(next(iter(shapes))) == 0:
+            return None
+        try:
+            return [selection_box(sel, tuple(spec.shape)) for _, spec, sel, *_ in batch]
+        except NotABox:
+            return None
+
+    async def _stacked(
+        self, batch: list[BatchInfo], boxes: list[Box | None], dtype: np.dtype[Any]
+    ) -> tuple[np.ndarray[Any, Any], list[bool]]:
+        """A scratch array stacking the batch's chunks along axis 0, with each item's box
+        decoded (nothing else is initialised), and whether each chunk is stored."""
+        shape = tuple(batch[0][1].shape)
+        scratch = np.empty((shape[0] * len(batch), *shape[1:]), dtype=dtype)
+        wanted = [k for k, box in enumerate(boxes) if box is not None]
+        requests = []
+        for k in wanted:
+            box = boxes[k]
+            assert box is not None
+            at = [(box[0][0] + k * shape[0], box[0][1] + k * shape[0]), *box[1:]]
+            requests.append((str(getattr(batch[k][0], "path", "")), box, at))
+        present = [True] * len(batch)
+        if requests:
+            found = await self._decode_into([batch[k] for k in wanted], scratch, requests)
+            for k, p in zip(wanted, found, strict=True):
+                present[k] = p
+        return scratch, present
+
+    async def _read_boxes(
+        self, batch: list[BatchInfo], out: np.ndarray[Any, Any], drop_axes: tuple[int, ...]
+    ) -> list[bool] | None:
+        """Integer arrays, masks, steps: Rust decodes each chunk's touched box in parallel,
+        NumPy applies zarr-python's chunk and output selections."""
+        boxes = self._boxes(batch)
+        if boxes is None:
+            return None
+        shape = tuple(batch[0][1].shape)
+        nbytes = int(np.prod(shape)) * out.dtype.itemsize
+        present: list[bool] = []
+        for part in groups([nbytes] * len(batch)):
+            items = [batch[k] for k in part]
+            scratch, found = await self._stacked(items, [boxes[k] for k in part], out.dtype)
+            for k, (_, _, chunk_sel, out_sel, _) in enumerate(items):
+                piece = scratch[k * shape[0] : (k + 1) * shape[0]][chunk_sel]
+                out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
+            present += found
+        return present
 
     # ------------------------------------------------------------------ writes
 
@@ -332,40 +392,95 @@ class CodecPipeline(_abc.CodecPipeline):
     ) -> None:
         batch = list(batch_info)
         array = value.as_ndarray_like()
-        items = None
-        if self._impl is not None and batch and not drop_axes and isinstance(array, np.ndarray):
-            dtype = _native_dtype(self.metadata)
-            if dtype is not None and array.dtype.kind == dtype.kind:
-                if array.dtype != dtype:
-                    array = array.astype(dtype)
-                items = self._plan_write(batch, array)
-        if items is None:
+        dtype = _native_dtype(self.metadata)
+        done = False
+        if self._impl is not None and batch and isinstance(array, np.ndarray) and dtype:
+            requests = None
+            if not drop_axes and array.dtype.kind == dtype.kind:
+                basic = _value_for_selection(array.astype(dtype, copy=False), batch)
+                if basic is not None:
+                    requests = self._requests(batch, basic.shape)
+            if requests is not None:
+                # As zarr-python does: a chunk whose part inside the array is all written
+                # ("complete") is built from the fill value, without reading it; a shard
+                # always keeps the cells the write does not cover, those beyond the array's
+                # shape too (zarr-python encodes shards partially), so a later resize that
+                # grows the array finds them again.
+                fresh = [bool(complete) and not self._sharded for *_, complete in batch]
+                await self._encode_from(batch, basic, requests, fresh)
+                done = True
+            else:
+                done = await self._write_boxes(batch, array, drop_axes, dtype)
+        if not done:
             if self._impl is not None and batch:
-                self._fallback_or_raise("selection or value not supported for writes")
+                self._fall_back("value or chunk selection not supported for writes")
             await self._python.write(batch, value, drop_axes)
-            return
-        spec = batch[0][1]
-        fill = np.asarray(fill_value_or_default(spec), dtype=array.dtype).tobytes()
-        write_empty = bool(spec.config.write_empty_chunks)
-        # As zarr-python does: a chunk whose part inside the array is all written ("complete")
-        # is built from the fill value, without reading it; a shard always keeps the cells
-        # the write does not cover, those beyond the array's shape too (zarr-python encodes
-        # shards partially), so a later resize that grows the array finds them again.
-        fresh = [bool(complete) and not self._sharded for *_, complete in batch]
-        roots = {_local_root(setter) for setter, *_ in batch}
-        if len(roots) == 1 and None not in roots:
+
+    async def _write_boxes(
+        self,
+        batch: list[BatchInfo],
+        value: np.ndarray[Any, Any],
+        drop_axes: tuple[int, ...],
+        dtype: np.dtype[Any],
+    ) -> bool:
+        """Integer arrays, masks, steps: each chunk (or, in a shard, the box the selection
+        touches) is read unless zarr-python calls it complete, NumPy assigns the value into
+        it with zarr-python's selections, and Rust encodes and stores it."""
+        boxes = self._boxes(batch)
+        if boxes is None:
+            return False
+        shape = tuple(batch[0][1].shape)
+        if not self._sharded:
+            # Whole chunks: what is encoded is the whole chunk anyway.
+            whole: Box = [(0, n) for n in shape]
+            boxes = [None if b is None else whole for b in boxes]
+        fill = fill_value_or_default(batch[0][1])
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        keep = [k for k, b in enumerate(boxes) if b is not None]
+        for part in groups([nbytes] * len(keep)):
+            items = [batch[keep[k]] for k in part]
+            item_boxes = [boxes[keep[k]] for k in part]
+            fresh = [bool(c) and not self._sharded for *_, c in items]
+            to_read = [None if f else b for f, b in zip(fresh, item_boxes, strict=True)]
+            scratch, _ = await self._stacked(items, to_read, dtype)
+            requests = []
+            for k, ((getter, _, chunk_sel, out_sel, _), box) in enumerate(
+                zip(items, item_boxes, strict=True)
+            ):
+                assert box is not None
+                chunk = scratch[k * shape[0] : (k + 1) * shape[0]]
+                if fresh[k]:
+                    chunk[...] = fill
+                piece = value if value.ndim == 0 else value[out_sel]
+                if drop_axes and value.ndim:
+                    piece = piece[
+                        tuple(None if a in drop_axes else slice(None) for a in range(len(shape)))
+                    ]
+                chunk[chunk_sel] = piece
+                at = [(box[0][0] + k * shape[0], box[0][1] + k * shape[0]), *box[1:]]
+                requests.append((str(getattr(getter, "path", "")), box, at))
+            await self._encode_from(items, scratch, requests, [not self._sharded] * len(items))
+        return True
+
+    async def _encode_from(
+        self, batch: list[BatchInfo], array: Any, requests: list[Any], fresh: list[bool]
+    ) -> None:
+        """Encodes each request's part of `array` into its chunk (read-modify-write unless
+        `fresh`) and stores it, or deletes it when it is all fill value and the array does
+        not write empty chunks."""
+        assert self._impl is not None
+        write_empty = bool(batch[0][1].config.write_empty_chunks)
+        if self._reads_store(batch):
             self.store._check_writable()
-            await asyncio.to_thread(
-                self._impl.write, array, items, fill, write_empty, None, roots.pop(), fresh
-            )
+            await asyncio.to_thread(self._impl.write, array, requests, write_empty, fresh)
             return
         partial = [
-            not f and want != [(0, n) for n in shape]
-            for f, (_, shape, want, _, _) in zip(fresh, items, strict=True)
+            not f and not _covers_chunk(chunk, tuple(s.shape))
+            for f, (_, chunk, _), (_, s, *_) in zip(fresh, requests, batch, strict=True)
         ]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(
-            self._impl.write, array, items, fill, write_empty, existing, None, fresh
+            self._impl.write, array, requests, write_empty, fresh, existing
         )
 
         async def store_one(setter: ByteSetter, spec: ArraySpec, data: bytes | None) -> None:
@@ -380,19 +495,12 @@ class CodecPipeline(_abc.CodecPipeline):
             config.get("async.concurrency"),
         )
 
-    def _plan_write(
-        self, batch: list[BatchInfo], array: np.ndarray[Any, Any]
-    ) -> list[tuple[str, list[int], list[tuple[int, int]], int, list[int]]] | None:
-        if array.ndim == 0:  # one value broadcast over every selected element
-            items = []
-            for setter, spec, chunk_sel, _, _ in batch:
-                want = _plan.wanted(tuple(spec.shape), chunk_sel)
-                if want is None:
-                    return None
-                key = str(getattr(setter, "path", ""))
-                items.append((key, list(spec.shape), want, 0, [0] * len(want)))
-            return items
-        return self._plan(batch, array)
+    async def _fetch(self, getters: list[tuple[ByteGetter, ArraySpec]]) -> list[bytes | None]:
+        async def get(getter: ByteGetter, spec: ArraySpec) -> bytes | None:
+            buf = await getter.get(prototype=spec.prototype)
+            return None if buf is None else buf.to_bytes()
+
+        return await concurrent_map(getters, get, config.get("async.concurrency"))
 
     async def _fetch_partial(
         self, batch: list[BatchInfo], partial: list[bool]
@@ -400,6 +508,90 @@ class CodecPipeline(_abc.CodecPipeline):
         wanted = [(getter, spec) for (getter, spec, *_), p in zip(batch, partial, strict=True) if p]
         fetched = iter(await self._fetch(wanted)) if wanted else iter(())
         return [next(fetched) if p else None for p in partial]
+
+
+def _as_int(sel: Any) -> int | None:
+    if isinstance(sel, bool | np.bool_):
+        return None
+    try:
+        return operator.index(sel)
+    except TypeError:
+        return None
+
+
+def _chunk_selection(shape: tuple[int, ...], sel: Any) -> list[Any] | None:
+    """Per chunk axis an int or (start, stop), or None if not a basic step-1 selection."""
+    sel = sel if isinstance(sel, tuple) else (sel,)
+    if len(sel) != len(shape):
+        return None
+    out: list[Any] = []
+    for s, n in zip(sel, shape, strict=True):
+        index = _as_int(s)
+        if index is not None:
+            out.append(index)
+        elif isinstance(s, slice):
+            start, stop, step = s.indices(n)
+            if step != 1:
+                return None
+            out.append((start, max(stop, start)))
+        else:
+            return None
+    return out
+
+
+def _out_selection(shape: tuple[int, ...], sel: Any) -> list[tuple[int, int]] | None:
+    """Per output axis (start, stop), or None if not step-1 slices over every axis."""
+    sel = sel if isinstance(sel, tuple) else (sel,)
+    if len(sel) != len(shape) or not all(isinstance(s, slice) for s in sel):
+        return None
+    out = []
+    for s, n in zip(sel, shape, strict=True):
+        start, stop, step = s.indices(n)
+        if step != 1:
+            return None
+        out.append((start, max(stop, start)))
+    return out
+
+
+def _covers_chunk(chunk: list[Any], shape: tuple[int, ...]) -> bool:
+    return all(c == (0, n) for c, n in zip(chunk, shape, strict=True))
+
+
+def _value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:
+    """`value` in the shape of the selection (the extent of the batch's output selections),
+    broadcast as zarr-python's pipeline does; None when the selections are not basic or the
+    value has more axes than the selection (zarr-python's pipeline then writes it).
+
+    zarr-python indexes the value with each output selection, so a value with fewer axes
+    (other than a scalar) raises IndexError and one that does not broadcast ValueError: the
+    same exceptions here, before any chunk is written.
+    """
+    extent: list[int] | None = None
+    for *_, out_sel, _ in batch:
+        sel = out_sel if isinstance(out_sel, tuple) else (out_sel,)
+        if not all(isinstance(s, slice) and s.stop is not None for s in sel):
+            return None
+        stops = [int(s.stop) for s in sel]
+        extent = (
+            stops if extent is None else [max(a, b) for a, b in zip(extent, stops, strict=True)]
+        )
+    shape = tuple(extent or ())
+    if value.shape == shape:
+        return value
+    if value.ndim > len(shape):
+        return None
+    if 0 < value.ndim < len(shape):
+        raise IndexError(
+            f"too many indices for array: array is {value.ndim}-dimensional, "
+            f"but {len(shape)} were indexed"
+        )
+    try:
+        # A read-only view repeating values along broadcast axes (strides 0).
+        return np.broadcast_to(value, shape)
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast a value of shape {value.shape} to the selection's shape {shape}"
+        ) from None
 
 
 # zarr-python finds pipelines by module + name: "zarrpipe.CodecPipeline".
