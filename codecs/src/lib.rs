@@ -12,6 +12,7 @@ pub mod first_touch;
 pub mod harden;
 pub mod hierarchy;
 pub mod pipeline;
+pub mod plugins;
 pub mod pool;
 pub mod read;
 pub mod remote;

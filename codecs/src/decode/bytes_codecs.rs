@@ -312,7 +312,12 @@ fn blosc_header(src: &[u8]) -> Result<BloscHeader, DecodeError> {
     }
     let typesize = usize::from(src[3]);
     let blocksize = u32::from_le_bytes([src[8], src[9], src[10], src[11]]) as usize;
-    if typesize == 0 || (nbytes > 0 && (blocksize == 0 || !blocksize.is_multiple_of(typesize))) {
+    // A buffer smaller than its typesize is one block of all of it (c-blosc's
+    // compute_blocksize): that block is shorter than typesize, and valid.
+    if typesize == 0
+        || (nbytes > 0
+            && (blocksize == 0 || !(blocksize.is_multiple_of(typesize) || blocksize == nbytes)))
+    {
         return Err(DecodeError::Corrupt(
             "blosc: invalid typesize or blocksize".into(),
         ));
