@@ -7,17 +7,23 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use zarrs::array::{Array, ArrayBytes};
-use zarrs::filesystem::FilesystemStore;
 use zarrpipe_codecs::selection::Region;
 use zarrpipe_codecs::Error;
+use zarrs::array::{Array, ArrayBytes};
+use zarrs::filesystem::FilesystemStore;
 
 const SHAPE: [u64; 2] = [4, 6];
 const CHUNKS: [u64; 2] = [2, 3];
 
 /// Writes `data` (C order, native-endian, SHAPE) through zarrs' codecs for `codec_list`, then
 /// reads it with zarrpipe. Returns the store and what zarrpipe read.
-fn round_trip(dtype: &str, elem: usize, fill: &str, codec_list: &str, data: &[u8]) -> (TestStore, Vec<u8>) {
+fn round_trip(
+    dtype: &str,
+    elem: usize,
+    fill: &str,
+    codec_list: &str,
+    data: &[u8],
+) -> (TestStore, Vec<u8>) {
     zarrpipe_codecs::harden::install();
     let store = TestStore::new();
     store.array_v3("a", &SHAPE, &CHUNKS, dtype, fill, codec_list);
@@ -31,7 +37,9 @@ fn round_trip(dtype: &str, elem: usize, fill: &str, codec_list: &str, data: &[u8
                 let start = (row * 6 + cj as usize * 3) * elem;
                 chunk.extend_from_slice(&data[start..start + 3 * elem]);
             }
-            array.store_chunk(&[ci, cj], ArrayBytes::from(chunk)).unwrap();
+            array
+                .store_chunk(&[ci, cj], ArrayBytes::from(chunk))
+                .unwrap();
         }
     }
     let reader = store.open("a").unwrap();
@@ -40,7 +48,10 @@ fn round_trip(dtype: &str, elem: usize, fill: &str, codec_list: &str, data: &[u8
     (store, got)
 }
 
-fn bytes<T: Copy, const N: usize>(values: impl IntoIterator<Item = T>, to: fn(T) -> [u8; N]) -> Vec<u8> {
+fn bytes<T: Copy, const N: usize>(
+    values: impl IntoIterator<Item = T>,
+    to: fn(T) -> [u8; N],
+) -> Vec<u8> {
     values.into_iter().flat_map(to).collect()
 }
 
@@ -55,7 +66,10 @@ fn assert_corrupt_chunk(store: &TestStore, garbage: &[u8]) {
     let region = Region::resolve(&reader.info.shape, &[]).unwrap();
     match reader.read_region(&region, None) {
         Err(e @ (Error::Corrupt { .. } | Error::Checksum { .. })) => {
-            assert!(e.key().is_some_and(|k| k.contains("a/c/1/1")), "{e} should name the chunk");
+            assert!(
+                e.key().is_some_and(|k| k.contains("a/c/1/1")),
+                "{e} should name the chunk"
+            );
         }
         other => panic!("expected a corrupt-chunk error, got {other:?}"),
     }
@@ -73,7 +87,12 @@ fn lossless(dtype: &str, elem: usize, codec_list: &str, data: &[u8], garbage: &[
     }
 }
 
-const GARBAGE: &[&[u8]] = &[b"", b"\x01", b"\xff\xff\xff\xff\x00\x00\x00\x00", &[0x5a; 64]];
+const GARBAGE: &[&[u8]] = &[
+    b"",
+    b"\x01",
+    b"\xff\xff\xff\xff\x00\x00\x00\x00",
+    &[0x5a; 64],
+];
 
 #[test]
 fn numcodecs_lz4() {
@@ -97,7 +116,11 @@ fn numcodecs_zlib_zstd_gzip_blosc_shuffle_with_defaults() {
         r#"{"name":"numcodecs.shuffle","configuration":{}}"#,
     ] {
         let list = codecs(&[BYTES_LE, codec]);
-        let garbage: &[&[u8]] = if codec.contains("shuffle\",") { &[b"\x01"] } else { GARBAGE };
+        let garbage: &[&[u8]] = if codec.contains("shuffle\",") {
+            &[b"\x01"]
+        } else {
+            GARBAGE
+        };
         lossless("uint16", 2, &list, &u16s(), garbage);
     }
 }
@@ -105,9 +128,15 @@ fn numcodecs_zlib_zstd_gzip_blosc_shuffle_with_defaults() {
 #[test]
 fn numcodecs_delta() {
     let data = bytes((0..24i32).map(|i| i * i - 100), i32::to_ne_bytes);
-    let list = codecs(&[r#"{"name":"numcodecs.delta","configuration":{"dtype":"<i4","astype":"<i2"}}"#, BYTES_LE]);
+    let list = codecs(&[
+        r#"{"name":"numcodecs.delta","configuration":{"dtype":"<i4","astype":"<i2"}}"#,
+        BYTES_LE,
+    ]);
     lossless("int32", 4, &list, &data, &[b"", &[1, 2, 3]]);
-    let wrong = codecs(&[r#"{"name":"numcodecs.delta","configuration":{"dtype":"<f8"}}"#, BYTES_LE]);
+    let wrong = codecs(&[
+        r#"{"name":"numcodecs.delta","configuration":{"dtype":"<f8"}}"#,
+        BYTES_LE,
+    ]);
     let store = TestStore::new();
     store.array_v3("a", &SHAPE, &CHUNKS, "int32", "0", &wrong);
     store.put("a/c/0/0", &[0; 24]);
@@ -130,7 +159,13 @@ fn numcodecs_fixedscaleoffset() {
 fn numcodecs_packbits() {
     let data: Vec<u8> = (0..24u8).map(|i| u8::from(i % 3 == 0)).collect();
     let list = codecs(&[r#"{"name":"numcodecs.packbits"}"#, BYTES_LE]);
-    lossless("bool", 1, &list, &data, &[b"", b"\x02", b"\x03\xff", b"\x02\xff\xff"]);
+    lossless(
+        "bool",
+        1,
+        &list,
+        &data,
+        &[b"", b"\x02", b"\x03\xff", b"\x02\xff\xff"],
+    );
 }
 
 #[test]
@@ -147,12 +182,21 @@ fn zfpy_and_zfp() {
     lossless("float64", 8, &codecs(&[zfpy]), &data, GARBAGE);
     // Without a header any long enough bit string is a zfp stream: only short ones are errors.
     let zfp = r#"{"name":"zfp","configuration":{"mode":"reversible"}}"#;
-    lossless("float64", 8, &codecs(&[zfp]), &data, &[b"", b"\x01", &[0xff; 16]]);
+    lossless(
+        "float64",
+        8,
+        &codecs(&[zfp]),
+        &data,
+        &[b"", b"\x01", &[0xff; 16]],
+    );
 }
 
 #[test]
 fn scale_offset_and_cast_value() {
-    let data = bytes((0..24).map(|i| f32::from(i as u8) * 0.25 - 1.0), f32::to_ne_bytes);
+    let data = bytes(
+        (0..24).map(|i| f32::from(i as u8) * 0.25 - 1.0),
+        f32::to_ne_bytes,
+    );
     let list = codecs(&[
         r#"{"name":"scale_offset","configuration":{"offset":-1,"scale":4}}"#,
         r#"{"name":"cast_value","configuration":{"data_type":"uint8","out_of_range":"clamp"}}"#,
@@ -160,7 +204,10 @@ fn scale_offset_and_cast_value() {
     ]);
     lossless("float32", 4, &list, &data, &[b"", &[1, 2]]);
     let ints = bytes((0..24i16).map(|i| i * 3 - 30), i16::to_ne_bytes);
-    let list = codecs(&[r#"{"name":"scale_offset","configuration":{"offset":3,"scale":2}}"#, BYTES_LE]);
+    let list = codecs(&[
+        r#"{"name":"scale_offset","configuration":{"offset":3,"scale":2}}"#,
+        BYTES_LE,
+    ]);
     let (store, got) = round_trip("int16", 2, "0", &list, &ints);
     assert_eq!(got, ints);
     // An odd stored value is not a multiple of the scale: an error, as in zarr-python.
@@ -170,7 +217,10 @@ fn scale_offset_and_cast_value() {
 #[test]
 fn unsupported_cast_target_is_refused_at_open() {
     let store = TestStore::new();
-    let list = codecs(&[r#"{"name":"cast_value","configuration":{"data_type":"float8_e4m3"}}"#, BYTES_LE]);
+    let list = codecs(&[
+        r#"{"name":"cast_value","configuration":{"data_type":"float8_e4m3"}}"#,
+        BYTES_LE,
+    ]);
     store.array_v3("a", &SHAPE, &CHUNKS, "float32", "0", &list);
     assert!(matches!(store.open("a"), Err(Error::Unsupported(_))));
 }
@@ -179,12 +229,25 @@ fn unsupported_cast_target_is_refused_at_open() {
 fn v2_filters_and_compressors_by_numcodecs_id() {
     zarrpipe_codecs::harden::install();
     let cases = [
-        (r#"[{"id":"delta","dtype":"<i4"}]"#, r#"{"id":"lz4","acceleration":1}"#),
-        (r#"[{"id":"bitround","keepbits":10}]"#, r#"{"id":"bz2","level":1}"#),
-        (r#"[{"id":"fixedscaleoffset","offset":0,"scale":1,"dtype":"<i4","astype":"|u1"}]"#, "null"),
+        (
+            r#"[{"id":"delta","dtype":"<i4"}]"#,
+            r#"{"id":"lz4","acceleration":1}"#,
+        ),
+        (
+            r#"[{"id":"bitround","keepbits":10}]"#,
+            r#"{"id":"bz2","level":1}"#,
+        ),
+        (
+            r#"[{"id":"fixedscaleoffset","offset":0,"scale":1,"dtype":"<i4","astype":"|u1"}]"#,
+            "null",
+        ),
     ];
     for (filters, compressor) in cases {
-        let dtype = if filters.contains("bitround") { "<f4" } else { "<i4" };
+        let dtype = if filters.contains("bitround") {
+            "<f4"
+        } else {
+            "<i4"
+        };
         let store = TestStore::new();
         let zarray = format!(
             r#"{{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"{dtype}","compressor":{compressor},
@@ -199,10 +262,16 @@ fn v2_filters_and_compressors_by_numcodecs_id() {
             bytes(0..24i32, i32::to_ne_bytes)
         };
         let full = zarrs::array::ArraySubset::new_with_shape(vec![4, 6]);
-        array.store_array_subset(&full, ArrayBytes::from(data.clone())).unwrap();
+        array
+            .store_array_subset(&full, ArrayBytes::from(data.clone()))
+            .unwrap();
         let reader = store.open("a").unwrap();
         let region = Region::resolve(&reader.info.shape, &[]).unwrap();
-        assert_eq!(reader.read_region(&region, None).unwrap().to_vec(), data, "{filters}");
+        assert_eq!(
+            reader.read_region(&region, None).unwrap().to_vec(),
+            data,
+            "{filters}"
+        );
         store.put("a/1.1", b"\x10\x00\x00\x00garbage");
         assert!(reader.read_region(&region, None).is_err());
     }

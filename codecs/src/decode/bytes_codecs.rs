@@ -312,11 +312,11 @@ fn blosc_header(src: &[u8]) -> Result<BloscHeader, DecodeError> {
     }
     let typesize = usize::from(src[3]);
     let blocksize = u32::from_le_bytes([src[8], src[9], src[10], src[11]]) as usize;
-    // A buffer smaller than its typesize is one block of all of it (c-blosc's
-    // compute_blocksize): that block is shorter than typesize, and valid.
+    // A buffer smaller than its typesize gets blocks shorter than typesize (c-blosc writes
+    // a blocksize of 1 for 2 bytes of typesize 4): valid, and decoded whole below.
     if typesize == 0
         || (nbytes > 0
-            && (blocksize == 0 || !(blocksize.is_multiple_of(typesize) || blocksize == nbytes)))
+            && (blocksize == 0 || !(blocksize.is_multiple_of(typesize) || nbytes < typesize)))
     {
         return Err(DecodeError::Corrupt(
             "blosc: invalid typesize or blocksize".into(),

@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use zarrs::array::codec::api::{
-    ArrayCodecTraits, ArrayToArrayCodecTraits, CodecError, CodecMetadataOptions, CodecOptions,
-    CodecTraits, PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    ArrayCodecTraits, ArrayPartialDecoderTraits, ArrayToArrayCodecTraits, CodecError,
+    CodecMetadataOptions, CodecOptions, CodecTraits, PartialDecoderCapability,
+    PartialEncoderCapability, RecommendedConcurrency,
 };
-use zarrs::array::{ArrayBytes, DataType, FillValue};
+use zarrs::array::{ArrayBytes, ArraySubset, DataType, FillValue, Indexer};
 use zarrs::metadata::{ChunkShape, Configuration};
 use zarrs::plugin::{ExtensionName, ZarrVersion};
+use zarrs::storage::StorageError;
 
 use super::{element_type, zarrs_data_type};
 use crate::ElementType;
@@ -139,7 +141,9 @@ impl<T: Transform> ArrayToArrayCodecTraits for ArrayCodec<T> {
             // A transform that reshapes (packbits) has no element-wise fill value.
             return Ok(FillValue::new(vec![0u8; encoded.size()]));
         }
-        let bytes = self.0.encode(decoded_fill_value.as_ne_bytes(), decoded, 1)?;
+        let bytes = self
+            .0
+            .encode(decoded_fill_value.as_ne_bytes(), decoded, 1)?;
         Ok(FillValue::new(bytes))
     }
 
@@ -184,5 +188,79 @@ impl<T: Transform> ArrayToArrayCodecTraits for ArrayCodec<T> {
         let out = self.0.decode(&raw, decoded, n)?;
         expect_len(self.0.name_v3(), &out, decoded, n)?;
         Ok(ArrayBytes::from(out))
+    }
+
+    fn partial_decoder(
+        self: Arc<Self>,
+        input_handle: Arc<dyn ArrayPartialDecoderTraits>,
+        shape: &[NonZeroU64],
+        data_type: &DataType,
+        fill_value: &FillValue,
+        _options: &CodecOptions,
+    ) -> Result<Arc<dyn ArrayPartialDecoderTraits>, CodecError> {
+        let encoded_shape = self.0.encoded_shape(shape)?;
+        Ok(Arc::new(WholeChunk {
+            input: input_handle,
+            codec: self,
+            shape: shape.to_vec(),
+            encoded_shape: encoded_shape.iter().map(|d| d.get()).collect(),
+            data_type: data_type.clone(),
+            fill_value: fill_value.clone(),
+        }))
+    }
+}
+
+/// Decodes the whole chunk for any part of it. zarrs' default partial decoder asks the next
+/// codec for the same part of the encoded chunk, which is wrong for these transforms: delta's
+/// stored elements depend on all earlier ones, packbits changes the shape, and a missing
+/// chunk must read as the array's fill value, not as the decoding of an encoded fill value.
+struct WholeChunk<T: Transform> {
+    input: Arc<dyn ArrayPartialDecoderTraits>,
+    codec: Arc<ArrayCodec<T>>,
+    shape: Vec<NonZeroU64>,
+    encoded_shape: Vec<u64>,
+    data_type: DataType,
+    fill_value: FillValue,
+}
+
+impl<T: Transform> ArrayPartialDecoderTraits for WholeChunk<T> {
+    fn data_type(&self) -> &DataType {
+        &self.data_type
+    }
+
+    fn exists(&self) -> Result<bool, StorageError> {
+        self.input.exists()
+    }
+
+    fn size_held(&self) -> usize {
+        self.input.size_held()
+    }
+
+    fn partial_decode(
+        &self,
+        indexer: &dyn Indexer,
+        options: &CodecOptions,
+    ) -> Result<ArrayBytes<'_>, CodecError> {
+        if !self.input.exists()? {
+            return ArrayBytes::new_fill_value(&self.data_type, indexer.len(), &self.fill_value)
+                .map_err(|e| CodecError::Other(e.to_string()));
+        }
+        let all = ArraySubset::new_with_shape(self.encoded_shape.clone());
+        let encoded = self.input.partial_decode(&all, options)?.into_owned();
+        let decoded = self.codec.decode(
+            encoded,
+            &self.shape,
+            &self.data_type,
+            &self.fill_value,
+            options,
+        )?;
+        let shape: Vec<u64> = self.shape.iter().map(|d| d.get()).collect();
+        Ok(decoded
+            .extract_array_subset(indexer, &shape, &self.data_type)?
+            .into_owned())
+    }
+
+    fn supports_partial_decode(&self) -> bool {
+        false
     }
 }

@@ -15,9 +15,9 @@ use zarrs::array::codec::api::{Codec, CodecError};
 use zarrs::plugin::PluginCreateError;
 
 use super::array_codec::{expect_len, ArrayCodec, Transform};
+use super::bad_config;
 use super::numeric::{int_range, is_float, is_int, load, round_to, store, Val};
 use super::scale_offset::json_scalar;
-use super::bad_config;
 use crate::ElementType;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +69,12 @@ fn pairs(map: Option<&Value>, direction: &str) -> Result<Vec<(Value, Value)>, Pl
     let Some(list) = map.and_then(|m| m.get(direction)) else {
         return Ok(Vec::new());
     };
-    let bad = || bad_config("cast_value", format!("scalar_map.{direction} must be [[from, to], ...]"));
+    let bad = || {
+        bad_config(
+            "cast_value",
+            format!("scalar_map.{direction} must be [[from, to], ...]"),
+        )
+    };
     list.as_array()
         .ok_or_else(bad)?
         .iter()
@@ -87,7 +92,9 @@ pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
         .and_then(Value::as_str)
         .ok_or_else(|| bad_config("cast_value", "missing data_type"))?;
     let target = v3_type(name).ok_or_else(|| {
-        PluginCreateError::Other(format!("codec cast_value: target data type {name} is not supported"))
+        PluginCreateError::Other(format!(
+            "codec cast_value: target data type {name} is not supported"
+        ))
     })?;
     let rounding = match config.get("rounding").and_then(Value::as_str) {
         None | Some("nearest-even") => Rounding::NearestEven,
@@ -118,7 +125,11 @@ pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
 fn next(t: ElementType, x: f64, up: bool) -> f64 {
     let step16 = |bits: u16| {
         if bits & 0x7fff == 0 {
-            if up { 0x0001 } else { 0x8001 }
+            if up {
+                0x0001
+            } else {
+                0x8001
+            }
         } else if up == (bits & 0x8000 == 0) {
             bits + 1
         } else {
@@ -126,10 +137,24 @@ fn next(t: ElementType, x: f64, up: bool) -> f64 {
         }
     };
     match t {
-        ElementType::Float16 => half::f16::from_bits(step16(half::f16::from_f64(x).to_bits())).to_f64(),
-        ElementType::BFloat16 => half::bf16::from_bits(step16(half::bf16::from_f64(x).to_bits())).to_f64(),
-        ElementType::Float32 => f64::from(if up { (x as f32).next_up() } else { (x as f32).next_down() }),
-        _ => if up { x.next_up() } else { x.next_down() },
+        ElementType::Float16 => {
+            half::f16::from_bits(step16(half::f16::from_f64(x).to_bits())).to_f64()
+        }
+        ElementType::BFloat16 => {
+            half::bf16::from_bits(step16(half::bf16::from_f64(x).to_bits())).to_f64()
+        }
+        ElementType::Float32 => f64::from(if up {
+            (x as f32).next_up()
+        } else {
+            (x as f32).next_down()
+        }),
+        _ => {
+            if up {
+                x.next_up()
+            } else {
+                x.next_down()
+            }
+        }
     }
 }
 
@@ -156,7 +181,13 @@ impl CastValue {
     }
 
     /// Converts `v` of type `from` to type `to`, following the map of this direction.
-    fn convert(&self, v: Val, from: ElementType, to: ElementType, map: &[(Val, Val)]) -> Result<Val, CodecError> {
+    fn convert(
+        &self,
+        v: Val,
+        from: ElementType,
+        to: ElementType,
+        map: &[(Val, Val)],
+    ) -> Result<Val, CodecError> {
         for (k, out) in map {
             let hit = match (v, k) {
                 (Val::Float(a), Val::Float(b)) => a == *b || (a.is_nan() && b.is_nan()),
@@ -170,15 +201,19 @@ impl CastValue {
             let w = match v {
                 Val::Int(x) => x,
                 Val::Float(x) if !x.is_finite() => {
-                    return Err(self.err(format!("cannot cast {x} to {to} without a scalar_map entry")))
+                    return Err(self.err(format!(
+                        "cannot cast {x} to {to} without a scalar_map entry"
+                    )))
                 }
-                Val::Float(x) => (match self.rounding {
-                    Rounding::NearestEven => x.round_ties_even(),
-                    Rounding::TowardsZero => x.trunc(),
-                    Rounding::TowardsPositive => x.ceil(),
-                    Rounding::TowardsNegative => x.floor(),
-                    Rounding::NearestAway => x.round(),
-                }) as i128,
+                Val::Float(x) => {
+                    (match self.rounding {
+                        Rounding::NearestEven => x.round_ties_even(),
+                        Rounding::TowardsZero => x.trunc(),
+                        Rounding::TowardsPositive => x.ceil(),
+                        Rounding::TowardsNegative => x.floor(),
+                        Rounding::NearestAway => x.round(),
+                    }) as i128
+                }
                 Val::Complex(..) => return Err(self.err("complex values")),
             };
             let (lo, hi) = int_range(to);
@@ -222,15 +257,32 @@ impl CastValue {
         Ok(Val::Float(y))
     }
 
-    fn run(&self, bytes: &[u8], from: ElementType, to: ElementType, n: usize, map: &[(Value, Value)]) -> Result<Vec<u8>, CodecError> {
+    fn run(
+        &self,
+        bytes: &[u8],
+        from: ElementType,
+        to: ElementType,
+        n: usize,
+        map: &[(Value, Value)],
+    ) -> Result<Vec<u8>, CodecError> {
         expect_len("cast_value", bytes, from, n)?;
         let map: Vec<(Val, Val)> = map
             .iter()
-            .map(|(k, v)| Ok((json_scalar("cast_value", k, from)?, json_scalar("cast_value", v, to)?)))
+            .map(|(k, v)| {
+                Ok((
+                    json_scalar("cast_value", k, from)?,
+                    json_scalar("cast_value", v, to)?,
+                ))
+            })
             .collect::<Result<_, CodecError>>()?;
         let mut out = vec![0u8; n * to.size()];
         for i in 0..n {
-            store(to, self.convert(load(from, bytes, i), from, to, &map)?, &mut out, i);
+            store(
+                to,
+                self.convert(load(from, bytes, i), from, to, &map)?,
+                &mut out,
+                i,
+            );
         }
         Ok(out)
     }
@@ -296,7 +348,13 @@ mod tests {
             r#"{"data_type": "uint8", "out_of_range": "clamp",
                 "scalar_map": {"encode": [["NaN", 255]], "decode": [[255, "NaN"]]}}"#,
         );
-        let enc = c.encode(&f32s(&[1.5, 2.5, -3.0, 300.0, f32::NAN]), ElementType::Float32, 5).unwrap();
+        let enc = c
+            .encode(
+                &f32s(&[1.5, 2.5, -3.0, 300.0, f32::NAN]),
+                ElementType::Float32,
+                5,
+            )
+            .unwrap();
         assert_eq!(enc, [2, 2, 0, 255, 255]);
         let dec = c.decode(&enc, ElementType::Float32, 5).unwrap();
         assert_eq!(&dec[..12], &f32s(&[2.0, 2.0, 0.0])[..]);
@@ -309,11 +367,21 @@ mod tests {
     #[test]
     fn errors_and_wrapping() {
         let strict = codec(r#"{"data_type": "int8"}"#);
-        assert!(strict.encode(&f32s(&[200.0]), ElementType::Float32, 1).is_err());
-        assert!(strict.encode(&f32s(&[f32::NAN]), ElementType::Float32, 1).is_err());
+        assert!(strict
+            .encode(&f32s(&[200.0]), ElementType::Float32, 1)
+            .is_err());
+        assert!(strict
+            .encode(&f32s(&[f32::NAN]), ElementType::Float32, 1)
+            .is_err());
         let wrap = codec(r#"{"data_type": "int8", "out_of_range": "wrap"}"#);
-        let a: Vec<u8> = [200i32, -129].iter().flat_map(|x| x.to_ne_bytes()).collect();
-        assert_eq!(wrap.encode(&a, ElementType::Int32, 2).unwrap(), [200u8, 127]);
+        let a: Vec<u8> = [200i32, -129]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        assert_eq!(
+            wrap.encode(&a, ElementType::Int32, 2).unwrap(),
+            [200u8, 127]
+        );
         assert!(strict.decode(&[1, 2], ElementType::Int32, 3).is_err());
     }
 }

@@ -32,7 +32,10 @@ pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
                 .filter(|t| *t != ElementType::Bool)
                 .map(Some)
                 .ok_or_else(|| bad_config("delta", format!("unsupported {field} {s:?}"))),
-            Some(other) => Err(bad_config("delta", format!("{field} {other} is not a dtype"))),
+            Some(other) => Err(bad_config(
+                "delta",
+                format!("{field} {other} is not a dtype"),
+            )),
         }
     };
     let dtype = parse("dtype")?.ok_or_else(|| bad_config("delta", "missing dtype"))?;

@@ -64,7 +64,9 @@ pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
             Some(s) => numpy_dtype(s)
                 .filter(|t| is_int(*t) && *t != ElementType::Bool || is_float(*t))
                 .map(Some)
-                .ok_or_else(|| bad_config("fixedscaleoffset", format!("unsupported {field} {s:?}"))),
+                .ok_or_else(|| {
+                    bad_config("fixedscaleoffset", format!("unsupported {field} {s:?}"))
+                }),
         }
     };
     let dtype = real("dtype")?.ok_or_else(|| bad_config("fixedscaleoffset", "missing dtype"))?;
@@ -90,7 +92,13 @@ impl FixedScaleOffset {
     }
 
     /// `x op p` where `x` is of type `t` (or float64 once promoted), NumPy 2 style.
-    fn step(t: ElementType, x: Val, p: Number, op: fn(f64, f64) -> f64, iop: fn(i128, i128) -> i128) -> Val {
+    fn step(
+        t: ElementType,
+        x: Val,
+        p: Number,
+        op: fn(f64, f64) -> f64,
+        iop: fn(i128, i128) -> i128,
+    ) -> Val {
         match (x, p) {
             (Val::Int(a), Number::Int(b)) if is_int(t) => Val::Int(wrap(t, iop(a, b))),
             (Val::Int(a), p) => Val::Float(op(a as f64, p.f64())),
@@ -130,7 +138,11 @@ impl Transform for FixedScaleOffset {
             let x = load(t, bytes, i);
             // After a float offset an integer array is float64: later steps see that type.
             let x = Self::step(t, x, self.offset, |a, b| a - b, i128::wrapping_sub);
-            let t2 = if matches!(x, Val::Float(_)) && is_int(t) { ElementType::Float64 } else { t };
+            let t2 = if matches!(x, Val::Float(_)) && is_int(t) {
+                ElementType::Float64
+            } else {
+                t
+            };
             let x = Self::step(t2, x, self.scale, |a, b| a * b, i128::wrapping_mul);
             let x = match x {
                 Val::Float(f) => Val::Float(f.round_ties_even()),
@@ -145,8 +157,15 @@ impl Transform for FixedScaleOffset {
         self.check(decoded)?;
         expect_len("numcodecs.fixedscaleoffset", bytes, self.astype, n)?;
         // True division: integers divide in float64, floats in their own precision.
-        let ct = if is_int(self.astype) { ElementType::Float64 } else { self.astype };
-        let (scale, offset) = (round_to(ct, self.scale.f64()), round_to(ct, self.offset.f64()));
+        let ct = if is_int(self.astype) {
+            ElementType::Float64
+        } else {
+            self.astype
+        };
+        let (scale, offset) = (
+            round_to(ct, self.scale.f64()),
+            round_to(ct, self.offset.f64()),
+        );
         let mut out = vec![0u8; n * self.dtype.size()];
         for i in 0..n {
             let Val::Float(x) = cast(load(self.astype, bytes, i), ct) else {

@@ -23,7 +23,10 @@ pub struct Lz4 {
 pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
     if let Some(a) = config.get("acceleration") {
         if !a.is_i64() {
-            return Err(bad_config("numcodecs.lz4", "acceleration must be an integer"));
+            return Err(bad_config(
+                "numcodecs.lz4",
+                "acceleration must be an integer",
+            ));
         }
     }
     Ok(BytesCodec::codec(Lz4 {
@@ -55,7 +58,8 @@ impl Compressor for Lz4 {
     fn encode(&self, decoded: &[u8]) -> Result<Vec<u8>, CodecError> {
         let n = u32::try_from(decoded.len())
             .map_err(|_| corrupt("numcodecs' lz4 holds at most 4 GiB per chunk"))?;
-        let mut out = Vec::with_capacity(4 + lz4_flex::block::get_maximum_output_size(decoded.len()));
+        let mut out =
+            Vec::with_capacity(4 + lz4_flex::block::get_maximum_output_size(decoded.len()));
         out.extend_from_slice(&n.to_le_bytes());
         out.extend_from_slice(&lz4_flex::block::compress(decoded));
         Ok(out)
@@ -79,7 +83,9 @@ impl Compressor for Lz4 {
         let mut out = vec![0u8; n];
         let written = lz4_flex::block::decompress_into(block, &mut out).map_err(corrupt)?;
         if written != n {
-            return Err(corrupt(format!("block decodes to {written} bytes, header says {n}")));
+            return Err(corrupt(format!(
+                "block decodes to {written} bytes, header says {n}"
+            )));
         }
         Ok(out)
     }
@@ -109,7 +115,9 @@ mod tests {
     fn hostile_inputs_are_errors() {
         let lz4 = Lz4 { config: Map::new() };
         // A 1 TiB claim is refused without allocating it; so is a short or corrupt block.
-        assert!(lz4.decode(&[0xff, 0xff, 0xff, 0xff, 0x00], 1 << 20).is_err());
+        assert!(lz4
+            .decode(&[0xff, 0xff, 0xff, 0xff, 0x00], 1 << 20)
+            .is_err());
         assert!(lz4.decode(&[1, 0], 16).is_err());
         assert!(lz4.decode(&[16, 0, 0, 0, 0xf0, 0x01], 16).is_err());
         assert!(lz4.decode(&[16, 0, 0, 0, 0xff, 0xff, 0xff], 16).is_err());

@@ -49,13 +49,20 @@ pub(crate) fn install() {
     register(&["numcodecs.packbits"], &["packbits"], packbits::create);
     register(&["numcodecs.bz2"], &["bz2"], bz2::create);
     register(
-        &["numcodecs.pcodec", "https://codec.zarrs.dev/array_to_bytes/pcodec"],
+        &[
+            "numcodecs.pcodec",
+            "https://codec.zarrs.dev/array_to_bytes/pcodec",
+        ],
         &["pcodec"],
         pcodec::create,
     );
     register(&["numcodecs.zfpy"], &["zfpy"], zfp::create_zfpy);
     register(
-        &["zfp", "zarrs.zfp", "https://codec.zarrs.dev/array_to_bytes/zfp"],
+        &[
+            "zfp",
+            "zarrs.zfp",
+            "https://codec.zarrs.dev/array_to_bytes/zfp",
+        ],
         &[],
         zfp::create_zfp,
     );

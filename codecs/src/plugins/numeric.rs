@@ -112,10 +112,7 @@ pub fn load(t: E, bytes: &[u8], i: usize) -> Val {
             f32::from_ne_bytes(arr(b)).into(),
             f32::from_ne_bytes(arr(&b[4..])).into(),
         ),
-        E::Complex128 => Val::Complex(
-            f64::from_ne_bytes(arr(b)),
-            f64::from_ne_bytes(arr(&b[8..])),
-        ),
+        E::Complex128 => Val::Complex(f64::from_ne_bytes(arr(b)), f64::from_ne_bytes(arr(&b[8..]))),
     }
 }
 

@@ -100,7 +100,9 @@ mod tests {
         assert_eq!(enc, b"\x06\x9d\x80");
         assert_eq!(PackBits.decode(&enc, ElementType::Bool, 10).unwrap(), a);
         assert!(PackBits.decode(&enc[..2], ElementType::Bool, 10).is_err());
-        assert!(PackBits.decode(b"\x05\x9d\x80", ElementType::Bool, 10).is_err());
+        assert!(PackBits
+            .decode(b"\x05\x9d\x80", ElementType::Bool, 10)
+            .is_err());
         assert!(PackBits.decode(&[], ElementType::Bool, 10).is_err());
     }
 }

@@ -21,10 +21,8 @@ use crate::ElementType;
 
 /// Builds zarrs' pcodec codec from numcodecs' configuration and wraps it.
 pub fn create(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
-    let metadata = MetadataV3::new_with_configuration(
-        "numcodecs.pcodec",
-        Configuration::from(config.clone()),
-    );
+    let metadata =
+        MetadataV3::new_with_configuration("numcodecs.pcodec", Configuration::from(config.clone()));
     match PcodecCodec::create(&metadata)? {
         Codec::ArrayToBytes(inner) => Ok(BoundedArrayToBytes::codec(inner, Box::new(decode_chunk))),
         other => Ok(other),
@@ -99,8 +97,9 @@ mod tests {
         assert!(decode(&file[..file.len() / 2], ElementType::Int32, 1000).is_err());
         assert!(decode(b"\x00\x01\x02", ElementType::Int32, 1000).is_err());
         // A few bytes claiming 2^24 constant elements (pco's largest chunk) cost one chunk.
-        let big = pco::standalone::simple_compress(&vec![5u16; 1 << 20], &pco::ChunkConfig::default())
-            .unwrap();
+        let big =
+            pco::standalone::simple_compress(&vec![5u16; 1 << 20], &pco::ChunkConfig::default())
+                .unwrap();
         assert!(big.len() < 1 << 10);
         assert!(decode(&big, ElementType::UInt16, 16).is_err());
     }

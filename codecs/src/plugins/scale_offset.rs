@@ -12,8 +12,8 @@ use zarrs::array::codec::api::{Codec, CodecError};
 use zarrs::plugin::PluginCreateError;
 
 use super::array_codec::{expect_len, ArrayCodec, Transform};
-use super::numeric::{int_range, is_float, is_int, load, round_to, store, Val};
 use super::bad_config;
+use super::numeric::{int_range, is_float, is_int, load, round_to, store, Val};
 use crate::ElementType;
 
 #[derive(Debug)]
@@ -53,10 +53,16 @@ pub fn json_scalar(codec: &str, v: &Value, t: ElementType) -> Result<Val, CodecE
             .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i128))
             .ok_or_else(bad)?;
         let (lo, hi) = int_range(t);
-        return if (lo..=hi).contains(&x) { Ok(Val::Int(x)) } else { Err(bad()) };
+        return if (lo..=hi).contains(&x) {
+            Ok(Val::Int(x))
+        } else {
+            Err(bad())
+        };
     }
     if !is_float(t) {
-        return Err(CodecError::Other(format!("{codec}: unsupported data type {t}")));
+        return Err(CodecError::Other(format!(
+            "{codec}: unsupported data type {t}"
+        )));
     }
     let f = match v {
         Value::Number(n) => n.as_f64().ok_or_else(bad)?,
@@ -96,7 +102,9 @@ impl ScaleOffset {
         let offset = json_scalar("scale_offset", &self.offset, t)?;
         let scale = json_scalar("scale_offset", &self.scale, t)?;
         if matches!(scale, Val::Int(0)) || scale == Val::Float(0.0) {
-            return Err(CodecError::Other("scale_offset: scale must be non-zero".into()));
+            return Err(CodecError::Other(
+                "scale_offset: scale must be non-zero".into(),
+            ));
         }
         Ok((offset, scale))
     }
@@ -189,9 +197,15 @@ mod tests {
     #[test]
     fn integers_are_exact_or_errors() {
         let c = codec(r#"{"offset": 10, "scale": 3}"#);
-        let a: Vec<u8> = [10i16, 11, -5].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let a: Vec<u8> = [10i16, 11, -5]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
         let enc = c.encode(&a, ElementType::Int16, 3).unwrap();
-        let want: Vec<u8> = [0i16, 3, -45].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let want: Vec<u8> = [0i16, 3, -45]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
         assert_eq!(enc, want);
         assert_eq!(c.decode(&enc, ElementType::Int16, 3).unwrap(), a);
         // 4 is not a multiple of 3; 30000 * 3 overflows int16.
@@ -206,12 +220,17 @@ mod tests {
     fn floats_in_their_precision() {
         // zarr: ScaleOffset(offset=0.5, scale=4) on float32 [1.25, "NaN"] stores [3.0, NaN].
         let c = codec(r#"{"offset": 0.5, "scale": 4}"#);
-        let a: Vec<u8> = [1.25f32, f32::NAN].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let a: Vec<u8> = [1.25f32, f32::NAN]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
         let enc = c.encode(&a, ElementType::Float32, 2).unwrap();
         assert_eq!(&enc[..4], &3.0f32.to_ne_bytes());
         let dec = c.decode(&enc, ElementType::Float32, 2).unwrap();
         assert_eq!(&dec[..4], &1.25f32.to_ne_bytes());
         assert!(f32::from_ne_bytes(dec[4..].try_into().unwrap()).is_nan());
-        assert!(codec(r#"{"scale": "NaN"}"#).params(ElementType::Int8).is_err());
+        assert!(codec(r#"{"scale": "NaN"}"#)
+            .params(ElementType::Int8)
+            .is_err());
     }
 }

@@ -33,10 +33,16 @@ macro_rules! v2_plugin {
 v2_plugin!(DeltaV2, "delta", super::delta::create);
 v2_plugin!(Lz4V2, "lz4", super::lz4::create);
 v2_plugin!(PackBitsV2, "packbits", super::packbits::create);
-v2_plugin!(FixedScaleOffsetV2, "fixedscaleoffset", super::fixedscaleoffset::create);
+v2_plugin!(
+    FixedScaleOffsetV2,
+    "fixedscaleoffset",
+    super::fixedscaleoffset::create
+);
 v2_plugin!(BitRoundV2, "bitround", bitround);
 
-fn bitround(config: &serde_json::Map<String, serde_json::Value>) -> Result<Codec, PluginCreateError> {
+fn bitround(
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Codec, PluginCreateError> {
     use zarrs::array::codec::api::CodecTraitsV3;
     let metadata = zarrs::metadata::v3::MetadataV3::new_with_configuration(
         "numcodecs.bitround",

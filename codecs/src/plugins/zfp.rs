@@ -60,8 +60,8 @@ pub fn create_zfpy(config: &Map<String, Value>) -> Result<Codec, PluginCreateErr
 
 /// zarrs' `zfp`: zarrs' codec for encoding, our decoder.
 pub fn create_zfp(config: &Map<String, Value>) -> Result<Codec, PluginCreateError> {
-    let parsed: ZfpCodecConfiguration = serde_json::from_value(Value::Object(config.clone()))
-        .map_err(|e| bad_config("zfp", e))?;
+    let parsed: ZfpCodecConfiguration =
+        serde_json::from_value(Value::Object(config.clone())).map_err(|e| bad_config("zfp", e))?;
     let ZfpCodecConfiguration::V1(v1) = parsed else {
         return Err(bad_config("zfp", "unknown configuration version"));
     };
@@ -163,10 +163,18 @@ fn set_mode(stream: *mut z::zfp_stream, mode: ZfpMode, ty: z::zfp_type) -> Resul
 }
 
 /// Decodes a zfp stream into a chunk of element type `t` and C-order `shape` (1 to 4 axes).
-fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<Vec<u8>, CodecError> {
+fn decode(
+    src: &[u8],
+    t: ElementType,
+    shape: &[u64],
+    params: Params,
+) -> Result<Vec<u8>, CodecError> {
     let (ty, width) = native(t)?;
     if shape.is_empty() || shape.len() > 4 {
-        return Err(corrupt(format!("{} dimensions (zfp codes 1 to 4)", shape.len())));
+        return Err(corrupt(format!(
+            "{} dimensions (zfp codes 1 to 4)",
+            shape.len()
+        )));
     }
     let dims = shape.len() as u32;
     // zfp's x axis is the last (fastest) one.
@@ -176,7 +184,10 @@ fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<V
     }
     let n = size.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let n = n.ok_or_else(|| corrupt("chunk too large"))?;
-    let blocks: u64 = size[..shape.len()].iter().map(|&d| (d as u64).div_ceil(4)).product();
+    let blocks: u64 = size[..shape.len()]
+        .iter()
+        .map(|&d| (d as u64).div_ceil(4))
+        .product();
     let limit_bits = blocks
         .checked_mul(block_bits(ty, dims))
         .and_then(|b| b.checked_add(u64::from(z::ZFP_HEADER_MAX_BITS) + 256))
@@ -193,7 +204,11 @@ fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<V
     unsafe {
         std::ptr::copy_nonoverlapping(src.as_ptr(), padded.as_mut_ptr().cast::<u8>(), src.len());
     }
-    let mut out = vec![0u8; n.checked_mul(width).ok_or_else(|| corrupt("chunk too large"))?];
+    let mut out = vec![
+        0u8;
+        n.checked_mul(width)
+            .ok_or_else(|| corrupt("chunk too large"))?
+    ];
     // Decode into a buffer of the native type (aligned), then narrow.
     let mut native_buf: Vec<u64> = vec![0; (out.len() / 8) + 1];
 
@@ -221,7 +236,9 @@ fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<V
                 }
                 let f = &*h.field;
                 let got = [f.nx, f.ny, f.nz, f.nw];
-                let want: Vec<usize> = (0..4).map(|k| if k < shape.len() { size[k] } else { 0 }).collect();
+                let want: Vec<usize> = (0..4)
+                    .map(|k| if k < shape.len() { size[k] } else { 0 })
+                    .collect();
                 if f.type_ != ty || got[..] != want[..] {
                     return Err(corrupt(format!(
                         "header describes a field of type {} and size {got:?}, the chunk is {t} of \
@@ -243,9 +260,17 @@ fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<V
             }
         }
         let (mut minbits, mut maxbits, mut maxprec, mut minexp) = (0u32, 0u32, 0u32, 0i32);
-        z::zfp_stream_params(h.stream, &raw mut minbits, &raw mut maxbits, &raw mut maxprec, &raw mut minexp);
+        z::zfp_stream_params(
+            h.stream,
+            &raw mut minbits,
+            &raw mut maxbits,
+            &raw mut maxprec,
+            &raw mut minexp,
+        );
         if u64::from(minbits) > block_bits(ty, dims) || minbits > maxbits {
-            return Err(corrupt(format!("implausible block size {minbits}..{maxbits} bits")));
+            return Err(corrupt(format!(
+                "implausible block size {minbits}..{maxbits} bits"
+            )));
         }
         z::zfp_field_set_pointer(h.field, native_buf.as_mut_ptr().cast());
         z::zfp_decompress(h.stream, h.field)
@@ -270,22 +295,28 @@ fn decode(src: &[u8], t: ElementType, shape: &[u64], params: Params) -> Result<V
 /// Undoes zarrs' promotion of small integer types to zfp's int32/int64.
 fn narrow(t: ElementType, native: &[u8], out: &mut [u8]) {
     use ElementType as E;
-    let i32s = || native.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+    let i32s = || {
+        native
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+    };
     let i64s = || {
         native
             .chunks_exact(8)
             .map(|c| i64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
     };
     match t {
-        E::Int8 => out.iter_mut().zip(i32s()).for_each(|(o, i)| *o = (i >> 23).clamp(-0x80, 0x7f) as i8 as u8),
+        E::Int8 => out
+            .iter_mut()
+            .zip(i32s())
+            .for_each(|(o, i)| *o = (i >> 23).clamp(-0x80, 0x7f) as i8 as u8),
         E::UInt8 => out
             .iter_mut()
             .zip(i32s())
             .for_each(|(o, i)| *o = ((i >> 23) + 0x80).clamp(0, 0xff) as u8),
-        E::Int16 => out
-            .chunks_exact_mut(2)
-            .zip(i32s())
-            .for_each(|(o, i)| o.copy_from_slice(&((i >> 15).clamp(-0x8000, 0x7fff) as i16).to_ne_bytes())),
+        E::Int16 => out.chunks_exact_mut(2).zip(i32s()).for_each(|(o, i)| {
+            o.copy_from_slice(&((i >> 15).clamp(-0x8000, 0x7fff) as i16).to_ne_bytes())
+        }),
         E::UInt16 => out.chunks_exact_mut(2).zip(i32s()).for_each(|(o, i)| {
             o.copy_from_slice(&(((i >> 15) + 0x8000).clamp(0, 0xffff) as u16).to_ne_bytes());
         }),
@@ -334,7 +365,10 @@ mod tests {
     fn hostile_streams_are_errors() {
         let sin = hex(ZFPY_SIN.trim());
         let want = hex(ZFPY_SIN_DECODED.trim());
-        assert_eq!(decode(&sin, ElementType::Float64, &[8, 8], Params::Header).unwrap(), want);
+        assert_eq!(
+            decode(&sin, ElementType::Float64, &[8, 8], Params::Header).unwrap(),
+            want
+        );
         for cut in [0, 4, 8, 12, 100, sin.len() / 2, sin.len() - 16] {
             let r = decode(&sin[..cut], ElementType::Float64, &[8, 8], Params::Header);
             assert!(r.is_err(), "cut {cut} decoded");
@@ -350,7 +384,12 @@ mod tests {
         }
         assert!(decode(&[0xff; 64], ElementType::Float64, &[2, 4], Params::Header).is_err());
         // Without a header, a too-short stream is refused too.
-        let short = decode(&[0x55; 8], ElementType::Float64, &[64], Params::Mode(ZfpMode::Reversible));
+        let short = decode(
+            &[0x55; 8],
+            ElementType::Float64,
+            &[64],
+            Params::Mode(ZfpMode::Reversible),
+        );
         assert!(short.is_err());
     }
 }
