@@ -1,14 +1,16 @@
 //! Codecs zarrs lacks or reads differently from zarr-python (numcodecs' lz4, delta,
 //! fixedscaleoffset and packbits; zarr-python's `scale_offset` and `cast_value`), bounded
-//! decoders for the zarrs codecs that trust their input (bz2, pcodec, zfp/zfpy), and the
-//! numcodecs defaults zarr-python leaves out of v3 metadata, all registered at runtime in
-//! zarrs' codec registry (v2 by numcodecs `id`, v3 by name and `numcodecs.<id>`).
+//! decoders for the zarrs codecs that trust their input (bz2, pcodec, zfp/zfpy), adler32 and
+//! fletcher32 checked on every read, and the numcodecs defaults zarr-python leaves out of v3
+//! metadata, all registered at runtime in zarrs' codec registry (v2 by numcodecs `id`, v3 by
+//! name and `numcodecs.<id>`).
 
 pub mod array_codec;
 pub mod bounded_a2b;
 pub mod bytes_codec;
 pub mod bz2;
 pub mod cast_value;
+pub mod checksum;
 pub mod defaults;
 pub mod delta;
 pub mod fixedscaleoffset;
@@ -65,6 +67,16 @@ pub(crate) fn install() {
         ],
         &[],
         zfp::create_zfp,
+    );
+    register(
+        &["numcodecs.adler32"],
+        &["adler32"],
+        checksum::create_adler32,
+    );
+    register(
+        &["numcodecs.fletcher32"],
+        &["fletcher32"],
+        checksum::create_fletcher32,
     );
     register(&["scale_offset"], &[], scale_offset::create);
     register(&["cast_value"], &[], cast_value::create);
