@@ -6,11 +6,10 @@ where that zarr-python is installed (Python >= 3.12)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numcodecs
 import numpy as np
@@ -26,10 +25,6 @@ SHARDS = (4, 6)
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 BYTES_DTYPES = ["bool", "int16", "uint32", "float64", "complex64"]
-
-
-def has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
 
 
 @dataclass
@@ -99,7 +94,10 @@ def _case_list() -> list[Case]:
         Case(
             "delta",
             ["int8", "int32", "uint16", "float32", "float64"],
-            lambda dt: {"filters": [numcodecs.Delta(dtype=dt.str)], "compressors": numcodecs.Zlib()},
+            lambda dt: {
+                "filters": [numcodecs.Delta(dtype=dt.str)],
+                "compressors": numcodecs.Zlib(),
+            },
             lambda dt: {"filters": [znc.Delta(dtype=dt.str)]},
         ),
         Case(
@@ -114,7 +112,10 @@ def _case_list() -> list[Case]:
         Case(
             "bitround",
             ["float16", "float32", "float64"],
-            lambda dt: {"filters": [numcodecs.BitRound(keepbits=5)], "compressors": numcodecs.Zlib()},
+            lambda dt: {
+                "filters": [numcodecs.BitRound(keepbits=5)],
+                "compressors": numcodecs.Zlib(),
+            },
             lambda dt: {"filters": [znc.BitRound(keepbits=5)]},
         ),
         Case(
@@ -164,8 +165,12 @@ def _case_list() -> list[Case]:
                 Case(
                     f"blosc-{cname}-{shuffle}",
                     ["int16", "float64"],
-                    lambda dt, c=cname, m=mode: {"compressors": numcodecs.Blosc(cname=c, shuffle=m)},
-                    lambda dt, c=cname, s=shuffle: {"compressors": [BloscCodec(cname=c, shuffle=s)]},
+                    lambda dt, c=cname, m=mode: {
+                        "compressors": numcodecs.Blosc(cname=c, shuffle=m)
+                    },
+                    lambda dt, c=cname, s=shuffle: {
+                        "compressors": [BloscCodec(cname=c, shuffle=s)]
+                    },
                 )
             )
             cases.append(
@@ -302,7 +307,9 @@ def write(root, case: Case, fmt: str, dtype: np.dtype):
 @pytest.mark.parametrize("case,fmt,dtype", list(_params()))
 def test_read_equals_zarr_python(tmp_path, case, fmt, dtype):
     for module in case.needs:
-        pytest.importorskip(module, reason=f"{case.id} needs {module} (zarr-python >= 3.2 for its own)")
+        pytest.importorskip(
+            module, reason=f"{case.id} needs {module} (zarr-python >= 3.2 for its own)"
+        )
     dtype = np.dtype(dtype)
     expected = write(tmp_path / "a", case, fmt, dtype)
     assert expected.dtype == dtype
@@ -313,9 +320,9 @@ def test_read_equals_zarr_python(tmp_path, case, fmt, dtype):
     np.testing.assert_array_equal(got, expected, strict=True)
 
     arr = store.open_array("a")
-    grid = [math.ceil(s / c) for s, c in zip(SHAPE, arr.chunks)]
+    grid = [math.ceil(s / c) for s, c in zip(SHAPE, arr.chunks, strict=True)]
     indices = [(i, j) for i in range(grid[0]) for j in range(grid[1])]
-    for (i, j), tensor in zip(indices, arr.read_chunks(indices)):
+    for (i, j), tensor in zip(indices, arr.read_chunks(indices), strict=True):
         want = expected[i * CHUNKS[0] : (i + 1) * CHUNKS[0], j * CHUNKS[1] : (j + 1) * CHUNKS[1]]
         chunk = tensor.to_numpy()
         assert chunk.dtype == want.dtype
