@@ -298,3 +298,27 @@ fn adler32_and_fletcher32_are_checked_on_partial_reads() {
         assert!(reader.read_region(&one, None).is_err(), "{codec}");
     }
 }
+
+#[test]
+fn blosc_frame_smaller_than_its_typesize() {
+    // zarr.create_array(shape=(3,), chunks=(1,), dtype="int16",
+    //     compressors=[BloscCodec(cname="lz4", typesize=4, shuffle="shuffle")])[...] = [-3, 7, 1000]
+    // wrote this as chunk c/0: 2 bytes of typesize 4, blocksize 1 (c-blosc's choice).
+    let frame = [
+        0x02, 0x01, 0x33, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00,
+        0x00, 0xfd, 0xff,
+    ];
+    let blosc = r#"{"name":"blosc","configuration":{"typesize":4,"cname":"lz4","clevel":5,"shuffle":"shuffle","blocksize":0}}"#;
+    let store = TestStore::new();
+    store.array_v3("a", &[3], &[1], "int16", "0", &codecs(&[BYTES_LE, blosc]));
+    store.put("a/c/0", &frame);
+    let reader = store.open("a").unwrap();
+    assert!(
+        reader.fallback_reason().is_none(),
+        "zarrpipe's own blosc decoder reads it"
+    );
+    let region = Region::resolve(&reader.info.shape, &[]).unwrap();
+    let got = reader.read_region(&region, None).unwrap();
+    assert_eq!(&got[..2], &(-3i16).to_ne_bytes());
+    assert_eq!(&got[2..], &[0; 4]);
+}
