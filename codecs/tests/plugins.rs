@@ -111,9 +111,9 @@ fn numcodecs_zlib_zstd_gzip_blosc_shuffle_with_defaults() {
     for codec in [
         r#"{"name":"numcodecs.zlib","configuration":{}}"#,
         r#"{"name":"numcodecs.zstd","configuration":{}}"#,
-        r#"{"name":"numcodecs.gzip"}"#,
+        r#"{"name":"numcodecs.gzip","configuration":{}}"#,
         r#"{"name":"numcodecs.blosc","configuration":{"cname":"zstd","shuffle":2}}"#,
-        r#"{"name":"numcodecs.shuffle","configuration":{}}"#,
+        r#"{"name":"numcodecs.shuffle","configuration":{"elementsize":2}}"#,
     ] {
         let list = codecs(&[BYTES_LE, codec]);
         let garbage: &[&[u8]] = if codec.contains("shuffle\",") {
@@ -158,7 +158,10 @@ fn numcodecs_fixedscaleoffset() {
 #[test]
 fn numcodecs_packbits() {
     let data: Vec<u8> = (0..24u8).map(|i| u8::from(i % 3 == 0)).collect();
-    let list = codecs(&[r#"{"name":"numcodecs.packbits"}"#, BYTES_LE]);
+    let list = codecs(&[
+        r#"{"name":"numcodecs.packbits","configuration":{}}"#,
+        BYTES_LE,
+    ]);
     lossless(
         "bool",
         1,

@@ -2,7 +2,7 @@
 //!
 //! zarr-python's v3 `numcodecs.*` codecs store only the fields a user set (`{"name":
 //! "numcodecs.zlib", "configuration": {}}`), while zarrs requires every field (`level`,
-//! `checksum`, `elementsize`, `clevel`...), knows `numcodecs.zstd`, `numcodecs.gzip` and
+//! `checksum`, `clevel`...), knows `numcodecs.zstd`, `numcodecs.gzip` and
 //! `numcodecs.blosc` under their core names only, and has no v2 `bitround`. The configs here
 //! are completed with numcodecs' defaults (`numcodecs.<Codec>().get_config()`, numcodecs 0.16)
 //! and renamed to what zarrs understands; the codecs themselves stay zarrs' (through
@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use serde_json::{json, Map, Value};
 use zarrs::array::codec::api::CodecTraitsV3;
-use zarrs::array::codec::{BitroundCodec, ShuffleCodec};
+use zarrs::array::codec::BitroundCodec;
 use zarrs::metadata::v3::MetadataV3;
 use zarrs::metadata::Configuration;
 
@@ -81,19 +81,11 @@ pub fn normalise_v3(m: &MetadataV3) -> Cow<'_, MetadataV3> {
     })
 }
 
-/// Registers the configurations zarrs' own plugins would refuse.
+/// Registers the configurations zarrs' own plugins would refuse. (`numcodecs.shuffle`
+/// without `elementsize` is left refused: zarr-python always writes it, and reads its absence
+/// as the array's item size, which a bytes codec here cannot know.)
 pub(crate) fn install() {
-    use zarrs::array::codec::api::{
-        register_codec_v2, register_codec_v3, CodecRuntimePluginV2, CodecRuntimePluginV3,
-    };
-    // numcodecs.Shuffle() stores its default elementsize (4) only when set.
-    let _handle = register_codec_v3(CodecRuntimePluginV3::new(
-        |name| name == "numcodecs.shuffle",
-        |m: &MetadataV3| {
-            let c = with_defaults(&config_v3(m), &json!({"elementsize": 4}));
-            ShuffleCodec::create(&metadata("numcodecs.shuffle", c))
-        },
-    ));
+    use zarrs::array::codec::api::{register_codec_v2, CodecRuntimePluginV2};
     // zarrs reads numcodecs.bitround in v3 only; a v2 filter has the same configuration.
     let _handle = register_codec_v2(CodecRuntimePluginV2::new(
         |id| id == "bitround",
