@@ -174,6 +174,10 @@ def blosc_claiming(frame: bytes, nbytes: int) -> bytes:
 # plain (unsharded) arrays by compressor
 
 COMPRESSORS = ["zstd", "blosc", "gzip", "zlib-v2", "blosc-v2", "none", "crc32c"]
+# Codecs zarrpipe reads through its codec plugins (codecs/src/plugins/), on the zarrs path.
+PLUGIN_CODECS = ["lz4", "lz4-v2", "bz2", "pcodec", "delta-v2", "adler32", "fletcher32"]
+# Kinds whose stored bytes are the raw elements: random bytes of a chunk's length are valid.
+RAW_KINDS = ("none", "delta-v2")
 
 
 def create_kwargs(kind: str) -> dict[str, Any]:
@@ -188,7 +192,28 @@ def create_kwargs(kind: str) -> dict[str, Any]:
         "blosc-v2": {"zarr_format": 2, "compressors": numcodecs.Blosc(cname="zstd")},
         "none": {"compressors": None},
         "crc32c": {"compressors": [Crc32cCodec()]},
+        **_plugin_kwargs(),
     }[kind]
+
+
+def _plugin_kwargs() -> dict[str, dict[str, Any]]:
+    import numcodecs
+    from zarr.codecs import numcodecs as znc
+
+    with quiet_zarr():
+        return {
+            "lz4": {"compressors": [znc.LZ4()]},
+            "lz4-v2": {"zarr_format": 2, "compressors": numcodecs.LZ4()},
+            "bz2": {"compressors": [znc.BZ2()]},
+            "pcodec": {"serializer": znc.PCodec(), "compressors": None},
+            "delta-v2": {
+                "zarr_format": 2,
+                "filters": [numcodecs.Delta(dtype="<u2")],
+                "compressors": None,
+            },
+            "adler32": {"compressors": [znc.Adler32()]},
+            "fletcher32": {"compressors": [znc.Fletcher32()]},
+        }
 
 
 def encode(kind: str, raw: bytes) -> bytes:
@@ -209,6 +234,18 @@ def encode(kind: str, raw: bytes) -> bytes:
         return raw
     if kind == "crc32c":
         return with_crc32c(raw)
+    plugin = {
+        "lz4": numcodecs.LZ4(),
+        "lz4-v2": numcodecs.LZ4(),
+        "bz2": numcodecs.BZ2(),
+        "pcodec": numcodecs.PCodec(),
+        "adler32": numcodecs.Adler32(),
+        "fletcher32": numcodecs.Fletcher32(),
+    }
+    if kind in plugin:
+        return bytes(plugin[kind].encode(arr))
+    if kind == "delta-v2":
+        return bytes(numcodecs.Delta(dtype="<u2").encode(arr)) if len(raw) % 2 == 0 else raw
     raise ValueError(kind)
 
 
@@ -341,15 +378,15 @@ def _corrupt_plain(kind: str, damage: Callable[[bytes], bytes]) -> Callable[[str
 
 
 def _register_chunk_cases() -> None:
-    for kind in COMPRESSORS:
+    for kind in COMPRESSORS + PLUGIN_CODECS:
         damages: dict[str, tuple[Callable[[bytes], bytes], Any, str]] = {
             "truncated": (lambda b: b[: len(b) // 2], DECODE, "first half of the chunk file"),
             "empty": (lambda b: b"", DECODE, "zero-length chunk file"),
             "garbage": (
                 # raw chunks of the right length are valid whatever they hold: change it
-                (lambda b: garbage(len(b) + 3)) if kind == "none" else lambda b: garbage(len(b)),
+                (lambda b: garbage(len(b) + 3)) if kind in RAW_KINDS else lambda b: garbage(len(b)),
                 CHECKSUM if kind == "crc32c" else DECODE,
-                "random bytes" + (" (3 more than a chunk)" if kind == "none" else ""),
+                "random bytes" + (" (3 more than a chunk)" if kind in RAW_KINDS else ""),
             ),
             "short-frame": (
                 lambda b, k=kind: encode(k, DATA[BAD_REGION].tobytes()[:-2]),
@@ -372,6 +409,16 @@ def _register_chunk_cases() -> None:
                 lambda b: b[:-1] + bytes([b[-1] ^ 0x01]),
                 CHECKSUM,
                 "one bit flipped in the stored checksum",
+            )
+        if kind == "delta-v2":
+            # Raw elements under a filter: bytes of the chunk's length are a valid chunk, and
+            # zarrs reads a part of a raw chunk by byte range, never seeing a longer file.
+            del damages["garbage"], damages["long-frame"]
+        if kind in ("adler32", "fletcher32"):
+            damages["bitflip"] = (
+                lambda b: b[:5] + bytes([b[5] ^ 0x10]) + b[6:],
+                DECODE,
+                "one bit flipped in the data",
             )
         for dname, (fn, expect, what) in damages.items():
             case(f"{kind}-{dname}", "chunk bytes", expect, f"{kind}: {what}")(
@@ -406,6 +453,101 @@ _bomb_case(
 _bomb_case("zstd-bomb", "zstd", zstd_bomb, "real zstd frame inflating to 1 GiB (~32 KB file)")
 _bomb_case("gzip-bomb", "gzip", gzip_bomb, "gzip stream inflating to 1 GiB (~1 MB file)")
 _bomb_case("zlib-bomb-v2", "zlib-v2", zlib_bomb, "zlib stream inflating to 1 GiB (v2, ~1 MB)")
+
+
+@cache
+def bz2_bomb(total: int = 256 * MiB) -> bytes:
+    """A bz2 stream inflating to `total` zero bytes (~200 bytes per MiB)."""
+    import bz2
+
+    co = bz2.BZ2Compressor(9)
+    zeros = bytes(16 * MiB)
+    out = b"".join(co.compress(zeros) for _ in range(total // len(zeros)))
+    return out + co.flush()
+
+
+def pcodec_count_bomb() -> bytes:
+    """A standalone Pco file of 2^24 constant uint16 values (32 MiB) in a few dozen bytes."""
+    import numcodecs
+
+    return bytes(numcodecs.PCodec().encode(np.full(1 << 24, 5, dtype=DTYPE)))
+
+
+_bomb_case(
+    "lz4-4GiB-header",
+    "lz4",
+    lambda: struct.pack("<I", 0xFFFFFFF0) + b"\x00",
+    "numcodecs lz4 block whose size prefix claims 4 GiB",
+)
+_bomb_case("bz2-bomb", "bz2", bz2_bomb, "bz2 stream inflating to 256 MiB (~50 KB file)")
+_bomb_case(
+    "pcodec-count-bomb",
+    "pcodec",
+    pcodec_count_bomb,
+    "pcodec file of 2^24 constant values (32 MiB) for a 16-element chunk",
+)
+
+
+def _zfpy_claiming_huge(root: str) -> Built:
+    """A float64 v2 zfpy array whose chunk (1, 1) is a valid zfpy stream of a 4096x4096
+    field (128 MiB) where a 4x4 one is expected."""
+    import numcodecs
+    import zarr
+
+    data = DATA.astype("<f8")
+    with quiet_zarr():
+        z = zarr.create_array(
+            store=root, name="a", shape=SHAPE, chunks=CHUNKS, dtype="<f8",
+            fill_value=FILL, zarr_format=2, compressors=numcodecs.ZFPY(),
+        )  # fmt: skip
+        z[...] = data
+    key = stored_key("a", z, BAD)
+    with open(key_file(root, key), "wb") as f:
+        f.write(bytes(numcodecs.ZFPY().encode(np.zeros((4096, 4096)))))
+    return Built(root, "a", BAD_REGION, key=key, good_value=data[GOOD_REGION])
+
+
+case(
+    "zfpy-header-claims-128MiB",
+    "bombs and lying headers",
+    DECODE,
+    "zfpy stream whose header describes a 4096x4096 float64 field (128 MiB) for a 4x4 chunk",
+    memory=True,
+)(_zfpy_claiming_huge)
+
+
+def _zfpy_damaged(damage: Callable[[bytes], bytes]) -> Callable[[str], Built]:
+    def build(root: str) -> Built:
+        import numcodecs
+        import zarr
+
+        data = DATA.astype("<f8")
+        with quiet_zarr():
+            z = zarr.create_array(
+                store=root, name="a", shape=SHAPE, chunks=CHUNKS, dtype="<f8",
+                fill_value=FILL, zarr_format=2, compressors=numcodecs.ZFPY(),
+            )  # fmt: skip
+            z[...] = data
+        key = stored_key("a", z, BAD)
+        file = key_file(root, key)
+        with open(file, "rb") as f:
+            good = f.read()
+        with open(file, "wb") as f:
+            f.write(damage(good))
+        return Built(
+            root, "a", BAD_REGION, key=key, good_value=data[GOOD_REGION],
+            original=data[BAD_REGION],
+        )  # fmt: skip
+
+    return build
+
+
+for _name, _damage, _what in [
+    ("zfpy-truncated", lambda b: b[: len(b) // 2], "first half of a zfpy stream (float64, v2)"),
+    ("zfpy-empty", lambda b: b"", "zero-length zfpy chunk (float64, v2)"),
+    ("zfpy-garbage", lambda b: garbage(len(b)), "random bytes for a zfpy stream (float64, v2)"),
+]:
+    case(_name, "chunk bytes", DECODE, _what)(_zfpy_damaged(_damage))
 
 
 def _blosc_2gib(b: bytes) -> bytes:

@@ -822,19 +822,19 @@ UNSUPPORTED = [
     ("timedelta", dict(dtype="m8[ms]"), np.arange(5).astype("m8[ms]")),
     ("v2-big-endian", dict(dtype=">i4", zarr_format=2), np.arange(5, dtype=">i4") - 2),
     (
-        "v2-delta-filter",
-        dict(dtype="i4", zarr_format=2, filters=[numcodecs.Delta(dtype="i4")]),
-        np.arange(5, dtype="i4") * 3,
+        "v2-quantize-filter",
+        dict(dtype="f8", zarr_format=2, filters=[numcodecs.Quantize(digits=3, dtype="f8")]),
+        np.arange(5, dtype="f8") * 3,
     ),
 ]
 
 
-def numcodecs_delta() -> Any:
+def numcodecs_v3(name: str, **config: Any) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         import numcodecs.zarr3
 
-        return numcodecs.zarr3.Delta(dtype="i4")
+        return getattr(numcodecs.zarr3, name)(**config)
 
 
 @pytest.mark.parametrize("name,kwargs,data", UNSUPPORTED, ids=[u[0] for u in UNSUPPORTED])
@@ -856,15 +856,38 @@ def test_unsupported_dtypes_fall_back(ours, loc, name, kwargs, data):
 
 
 def test_v3_numcodecs_codec_falls_back(ours, loc):
+    data = np.arange(10, dtype="f8") * 3
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
-        with pytest.warns(zarrpipe.FallbackWarning):
-            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype="i4", filters=[numcodecs_delta()])
-        a[...] = np.arange(10, dtype="i4") ** 2
+        quantize = numcodecs_v3("Quantize", digits=3, dtype="f8")
+        with pytest.warns(zarrpipe.FallbackWarning, match="Quantize|quantize"):
+            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype="f8", filters=[quantize])
+        a[...] = data
         with pytest.warns(zarrpipe.FallbackWarning):
             b = reopen(loc, OURS)
-        assert_values(values(b), np.arange(10, dtype="i4") ** 2, "numcodecs delta")
-        assert_values(values(reopen(loc, DEFAULT)), np.arange(10, dtype="i4") ** 2, "default")
+        assert_values(values(b), data, "numcodecs quantize")
+        assert_values(values(reopen(loc, DEFAULT)), data, "default")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_numcodecs_delta_natively(ours, loc, zarr_format):
+    """numcodecs' delta (v2 id, v3 `numcodecs.delta`): zarrpipe encodes and decodes it
+    (strict mode refuses any fallback), and zarr-python's default pipeline agrees."""
+    data = np.arange(10, dtype="i4") ** 2
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
+        if zarr_format == 2:
+            kwargs: dict[str, Any] = dict(zarr_format=2, filters=[numcodecs.Delta(dtype="i4")])
+        else:
+            kwargs = dict(filters=[numcodecs_v3("Delta", dtype="i4")])
+        with zarr.config.set({"codec_pipeline.strict": True}):
+            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype="i4", **kwargs)
+            a[...] = data
+            a[3:6] = -1
+            want = data.copy()
+            want[3:6] = -1
+            assert_values(values(reopen(loc, OURS)), want, "numcodecs delta, ours")
+        assert_values(values(reopen(loc, DEFAULT)), want, "numcodecs delta, default")
 
 
 def test_strict_mode(ours, loc, tmp_path):

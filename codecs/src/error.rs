@@ -31,8 +31,9 @@ pub enum Error {
     #[error("chunk {key:?} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
 
-    /// A crc32c checksum that does not match the data it guards.
-    #[error("chunk {key:?} failed its crc32c check{detail}")]
+    /// A checksum (crc32c; numcodecs' adler32, fletcher32) that does not match the data it
+    /// guards.
+    #[error("chunk {key:?} failed its checksum check{detail}")]
     Checksum { key: String, detail: String },
 
     /// The store could not be read (permissions, I/O, a remote failure).

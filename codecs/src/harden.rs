@@ -32,6 +32,8 @@ const UNBOUNDED_CAP: u64 = 4 << 30;
 pub fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        // Codecs zarrs lacks or does not bound, and numcodecs' defaults (see plugins/).
+        crate::plugins::install();
         register::<ZstdCodec>(BytesCodec::Zstd);
         register::<GzipCodec>(BytesCodec::Gzip);
         register::<ZlibCodec>(BytesCodec::Zlib);
@@ -48,9 +50,17 @@ pub fn install() {
 fn register<C: CodecTraitsV3 + ExtensionAliasesV3 + 'static>(kind: BytesCodec) {
     // Runtime plugins are consulted before compile-time ones (ZARRS-NOTES §6), so this wins,
     // also inside sharding codecs. It builds zarrs' own codec directly, not via the registry.
+    // zarr-python's `numcodecs.*` spellings of these codecs, completed with numcodecs'
+    // defaults (plugins/defaults.rs), are built by the same wrapper.
     let _handle = register_codec_v3(CodecRuntimePluginV3::new(
-        |name| C::matches_name_v3(name),
-        move |metadata: &MetadataV3| match C::create(metadata)? {
+        |name| {
+            C::matches_name_v3(name)
+                || crate::plugins::defaults::aliases(C::aliases_v3().default_name.as_ref())
+                    .contains(&name)
+        },
+        move |metadata: &MetadataV3| match C::create(&crate::plugins::defaults::normalise_v3(
+            metadata,
+        ))? {
             Codec::BytesToBytes(inner) => {
                 Ok(Codec::BytesToBytes(Arc::new(Bounded { inner, kind })))
             }

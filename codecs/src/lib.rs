@@ -13,6 +13,7 @@ pub mod first_touch;
 pub mod harden;
 pub mod hierarchy;
 pub mod plan;
+pub mod plugins;
 pub mod pool;
 pub mod read;
 pub mod remote;

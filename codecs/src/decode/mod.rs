@@ -35,7 +35,7 @@ impl DecodeError {
             Self::Corrupt(reason) => Error::corrupt(key, reason),
             Self::Checksum { stored, computed } => Error::Checksum {
                 key: key.to_owned(),
-                detail: format!(": stored {stored:#010x}, computed {computed:#010x}"),
+                detail: format!(": crc32c stored {stored:#010x}, computed {computed:#010x}"),
             },
             Self::ChecksumFailed(detail) => Error::Checksum {
                 key: key.to_owned(),
