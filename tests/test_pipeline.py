@@ -804,6 +804,25 @@ def _fancy_reads_and_writes(a: Any, data: np.ndarray, loc: Location) -> None:
     assert_values(values(reopen(loc, DEFAULT)), mirror, "after fancy writes, default")
 
 
+def test_local_store_moved(tmp_path):
+    """`LocalStore.move`: reads and writes follow the store to its new root."""
+    import asyncio
+
+    store = asyncio.run(zarr.storage.LocalStore.open(root=tmp_path / "origin"))
+    with zarr.config.set(OURS), quiet_zarr_writes():
+        a = zarr.create_array(store, shape=(6, 4), chunks=(2, 2), dtype="i4", fill_value=0)
+    assert is_ours(a)
+    data = np.arange(24, dtype="i4").reshape(6, 4)
+    a[...] = data
+    asyncio.run(store.move(tmp_path / "moved"))
+    assert not (tmp_path / "origin").exists()
+    assert_values(values(a), data, "after the move")
+    a[0:2, 0:2] = -1
+    data[0:2, 0:2] = -1
+    moved = zarr.open_array(zarr.storage.LocalStore(tmp_path / "moved"), mode="r")
+    assert_values(values(moved), data, "written after the move, read by default")
+
+
 def test_blocks_are_basic(ours, loc):
     data = sample_values("int32", SHAPE, seed=12)
     a = create(loc, OURS, shape=SHAPE, chunks=CHUNKS, dtype="int32", fill_value=0)

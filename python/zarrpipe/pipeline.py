@@ -144,6 +144,10 @@ def _engine_store(store: Any) -> Any | None:
     return found
 
 
+def _local_root(store: Any) -> str | None:
+    return str(store.root) if type(store) is LocalStore else None
+
+
 def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
     """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
     by default); the C-order indices of that order, so zarrpipe's shards match."""
@@ -174,6 +178,8 @@ class CodecPipeline(_abc.CodecPipeline):
     _impl: _PipelineArray | None = field(default=None, compare=False, repr=False)
     _fallback: BatchedCodecPipeline | None = field(default=None, compare=False, repr=False)
     _warned: bool = field(default=False, compare=False, repr=False)
+    # The root of a LocalStore when the engine array was built (None for other stores).
+    _root: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._fallback is None:
@@ -181,7 +187,8 @@ class CodecPipeline(_abc.CodecPipeline):
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: ArrayMetadata, store: Store) -> Self:
-        return cls(metadata=array_metadata, store=store, _impl=_build_impl(array_metadata, store))
+        impl = _build_impl(array_metadata, store)
+        return cls(metadata=array_metadata, store=store, _impl=impl, _root=_local_root(store))
 
     @classmethod
     def from_codecs(cls, codecs: Iterable[Codec]) -> Any:
@@ -206,6 +213,7 @@ class CodecPipeline(_abc.CodecPipeline):
         self.metadata = state["metadata"]
         self.store = state["store"]
         self._impl = _build_impl(self.metadata, self.store)
+        self._root = _local_root(self.store)
         self._fallback = BatchedCodecPipeline.from_codecs(_codecs_of(self.metadata))
 
     @property
@@ -277,7 +285,16 @@ class CodecPipeline(_abc.CodecPipeline):
         """Whether the engine fetches these chunks itself: it reaches the store, and every
         chunk of the batch is in it."""
         assert self._impl is not None
-        return self._impl.reads_store and all(g.store is self.store for g, *_ in batch)
+        if not self._impl.reads_store or not all(g.store is self.store for g, *_ in batch):
+            return False
+        root = _local_root(self.store)
+        if root != self._root:
+            # The store moved (`LocalStore.move`): the engine follows it to its new root.
+            impl = _build_impl(self.metadata, self.store)
+            if impl is None or not impl.reads_store:
+                return False
+            self._impl, self._root = impl, root
+        return True
 
     def _fall_back(self, why: str) -> None:
         """Strict mode raises; otherwise warns, once per array, that zarr-python's pipeline
