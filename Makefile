@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/zarrpipe/target
 WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
-TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]" "moto[server]" boto3 obstore
+TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]" "moto[server]" boto3 obstore tensorstore
 BENCH_DEPS := zarrs tensorstore zarrista matplotlib
 
 .PHONY: all venv wheel install test test-rust test-python lint bench check clean zarr-suite
