@@ -11,7 +11,8 @@ Writers: `zarrpipe` (native API: `Store.create_array` + `arr[...] = data`), `zar
 `ZarrsCodecPipeline`, strict) and `tensorstore` (zarr3 driver, file kvstore). Every run
 creates the array (zstd level 3; full: 256³ chunks, or 64³ inner chunks in 256³ shards) and
 writes the whole source array from memory in one call; the clock covers both. The source is
-loaded before the clock starts, so every child's peak RSS includes it (shown apart).
+read into memory before the clock starts, so every child's peak RSS (ru_maxrss) includes it;
+"peak - RSS before write" is the peak less the RSS just before the clock started.
 Afterwards the child reads the array back with zarrpipe and compares it with the source: a
 mismatch is a FAILED row with no numbers. Runs are interleaved: round r runs every writer
 once, in an order rotated by r; between runs the parent deletes the output and calls
@@ -144,8 +145,25 @@ def _prepare(p: dict) -> Any:
     raise ValueError(f"unknown writer {p['writer']!r}")
 
 
+def load(path: str) -> np.ndarray:
+    """A .npy file read straight into one fresh array (np.load's reader keeps a second,
+    temporary buffer that would set every writer's peak RSS)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }[version]
+        shape, fortran, dtype = read_header(f)
+        data = np.empty(shape, dtype, order="F" if fortran else "C")
+        view = memoryview(data.reshape(-1, order="A")).cast("B")
+        if f.readinto(view) != data.nbytes:
+            raise OSError(f"{path} is shorter than its header says")
+    return data
+
+
 def child(p: dict) -> dict:
-    data = np.load(p["source"])
+    data = load(p["source"])
     write = _prepare(p)
     baseline = _vmrss_kib()
     start = time.perf_counter()
