@@ -284,6 +284,9 @@ impl Store {
     /// being zarr-python's default (zstd level 0) and None none. An existing array or
     /// group at `path` is FileExistsError unless `overwrite`.
     #[pyo3(signature = (path, *, shape, dtype, chunks = None, shards = None, compressors = CodecsArg::Auto, filters = CodecsArg::Auto, fill_value = None, attributes = None, dimension_names = None, zarr_format = 3, write_empty_chunks = false, overwrite = false))]
+    #[pyo3(
+        text_signature = "($self, path, *, shape, dtype, chunks=None, shards=None, compressors='auto', filters='auto', fill_value=None, attributes=None, dimension_names=None, zarr_format=3, write_empty_chunks=False, overwrite=False)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn create_array<'py>(
         &self,
