@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/zarrpipe/target
 WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
-TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]" "moto[server]" boto3 obstore
+TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]" "moto[server]" boto3 obstore tensorstore
 # Optional numcodecs codecs the codec matrix covers (zfpy 1.0.1.post0 breaks `import numcodecs`).
 CODEC_DEPS := pcodec "zfpy==1.0.1"
 BENCH_DEPS := zarrs tensorstore zarrista matplotlib

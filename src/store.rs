@@ -90,6 +90,30 @@ impl Store {
     }
 }
 
+/// A codec-list argument of `create_array` that tells "not given" (zarr-python's `"auto"`:
+/// its default codecs) from an explicit `None` (no codecs).
+pub enum CodecsArg<'py> {
+    Auto,
+    Given(Bound<'py, PyAny>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for CodecsArg<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Self::Given(obj.to_owned()))
+    }
+}
+
+impl<'py> CodecsArg<'py> {
+    fn or_auto(self, py: Python<'py>) -> Bound<'py, PyAny> {
+        match self {
+            Self::Auto => pyo3::types::PyString::new(py, "auto").into_any(),
+            Self::Given(obj) => obj,
+        }
+    }
+}
+
 /// The prefix of every key of the node at `node` (a node path).
 fn key_prefix(node: &str) -> String {
     let p = node.trim_matches('/');
@@ -259,18 +283,21 @@ impl Store {
     /// (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs codec objects, `"auto"`
     /// being zarr-python's default (zstd level 0) and None none. An existing array or
     /// group at `path` is FileExistsError unless `overwrite`.
-    #[pyo3(signature = (path, *, shape, dtype, chunks = None, shards = None, compressors = None, filters = None, fill_value = None, attributes = None, dimension_names = None, zarr_format = 3, write_empty_chunks = false, overwrite = false))]
+    #[pyo3(signature = (path, *, shape, dtype, chunks = None, shards = None, compressors = CodecsArg::Auto, filters = CodecsArg::Auto, fill_value = None, attributes = None, dimension_names = None, zarr_format = 3, write_empty_chunks = false, overwrite = false))]
+    #[pyo3(
+        text_signature = "($self, path, *, shape, dtype, chunks=None, shards=None, compressors='auto', filters='auto', fill_value=None, attributes=None, dimension_names=None, zarr_format=3, write_empty_chunks=False, overwrite=False)"
+    )]
     #[allow(clippy::too_many_arguments)]
-    fn create_array(
+    fn create_array<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         path: &str,
-        shape: &Bound<'_, PyAny>,
-        dtype: &Bound<'_, PyAny>,
-        chunks: Option<&Bound<'_, PyAny>>,
-        shards: Option<&Bound<'_, PyAny>>,
-        compressors: Option<&Bound<'_, PyAny>>,
-        filters: Option<&Bound<'_, PyAny>>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        chunks: Option<&Bound<'py, PyAny>>,
+        shards: Option<&Bound<'py, PyAny>>,
+        compressors: CodecsArg<'py>,
+        filters: CodecsArg<'py>,
         fill_value: Option<&Bound<'_, PyAny>>,
         attributes: Option<&Bound<'_, PyAny>>,
         dimension_names: Option<&Bound<'_, PyAny>>,
@@ -278,14 +305,13 @@ impl Store {
         write_empty_chunks: bool,
         overwrite: bool,
     ) -> PyResult<Array> {
-        let auto = pyo3::types::PyString::new(py, "auto");
         let kwargs = PyDict::new(py);
         kwargs.set_item("shape", shape)?;
         kwargs.set_item("dtype", dtype)?;
         kwargs.set_item("chunks", chunks)?;
         kwargs.set_item("shards", shards)?;
-        kwargs.set_item("compressors", compressors.unwrap_or(auto.as_any()))?;
-        kwargs.set_item("filters", filters.unwrap_or(auto.as_any()))?;
+        kwargs.set_item("compressors", compressors.or_auto(py))?;
+        kwargs.set_item("filters", filters.or_auto(py))?;
         kwargs.set_item("fill_value", fill_value)?;
         kwargs.set_item("attributes", attributes)?;
         kwargs.set_item("dimension_names", dimension_names)?;

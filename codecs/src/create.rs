@@ -21,7 +21,8 @@ use crate::store::{node_path, Store};
 pub struct ArraySpec {
     pub shape: Vec<u64>,
     pub dtype: ElementType,
-    /// Stored big-endian (the NumPy dtype had `>`).
+    /// The NumPy dtype had `>`: v2 stores it big-endian (`">i4"`); v3 stores little-endian,
+    /// as zarr-python does.
     pub big_endian: bool,
     /// The read chunk shape (inner chunks when sharded).
     pub chunks: Vec<u64>,
@@ -309,13 +310,14 @@ fn check_shapes(spec: &ArraySpec) -> Result<()> {
     Ok(())
 }
 
-/// The bytes codec, as zarr-python writes it (no endian for one-byte types).
+/// The bytes codec, as zarr-python writes it: no endian for one-byte types, else little
+/// endian whatever the NumPy byte order (a v3 data type has none; zarr-python's default
+/// serializer is always little-endian).
 fn bytes_codec(spec: &ArraySpec) -> Value {
     if spec.dtype.size() == 1 {
         json!({"name": "bytes"})
     } else {
-        let endian = if spec.big_endian { "big" } else { "little" };
-        json!({"name": "bytes", "configuration": {"endian": endian}})
+        json!({"name": "bytes", "configuration": {"endian": "little"}})
     }
 }
 
@@ -438,7 +440,18 @@ fn v2_documents(spec: &ArraySpec) -> Result<Vec<(&'static str, String)>> {
     let compressor = match spec.compressors.as_deref() {
         None => json!({"id": "zstd", "level": 0}),
         Some([]) => Value::Null,
-        Some([one]) => v2_codec(one)?,
+        Some([one]) => {
+            let mut c = v2_codec(one)?;
+            // zarr-python drops a false zstd `checksum` from a v2 compressor (its fix for
+            // zarr-python#2647); write what it writes.
+            if let Some(obj) = c.as_object_mut() {
+                let off = obj.get("checksum").is_none_or(|v| v == &json!(false));
+                if obj.get("id") == Some(&json!("zstd")) && off {
+                    obj.remove("checksum");
+                }
+            }
+            c
+        }
         Some(_) => {
             return Err(Error::InvalidArgument(
                 "zarr_format 2 arrays take at most one compressor".into(),
@@ -529,6 +542,13 @@ mod tests {
             ])
         );
         assert_eq!(doc["fill_value"], json!(0));
+        let mut big = spec(3);
+        big.big_endian = true;
+        assert_eq!(
+            v3_document(&big).unwrap()["codecs"][0],
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            "zarr-python writes v3 arrays little-endian whatever the NumPy byte order"
+        );
         assert_eq!(doc["chunk_key_encoding"]["configuration"]["separator"], "/");
         assert!(doc.get("dimension_names").is_none());
     }
@@ -564,6 +584,12 @@ mod tests {
         assert_eq!(zarray["compressor"], json!({"id": "zstd", "level": 0}));
         assert_eq!(zarray["filters"], Value::Null);
         assert_eq!(docs[1].0, ".zattrs");
+        s.compressors = Some(vec![json!({"id": "zstd", "level": 2, "checksum": false})]);
+        let zarray: Value = serde_json::from_str(&v2_documents(&s).unwrap()[0].1).unwrap();
+        assert_eq!(zarray["compressor"], json!({"id": "zstd", "level": 2}));
+        s.compressors = Some(vec![json!({"id": "zstd", "level": 2, "checksum": true})]);
+        let zarray: Value = serde_json::from_str(&v2_documents(&s).unwrap()[0].1).unwrap();
+        assert_eq!(zarray["compressor"]["checksum"], json!(true));
         s.compressors = Some(vec![json!({"name": "zstd"})]);
         assert!(
             v2_documents(&s).is_err(),

@@ -43,7 +43,15 @@ def _codec(codec: Any) -> dict[str, Any]:
         return dict(codec.get_config())
     if hasattr(codec, "to_dict"):  # zarr-python codecs (v3 and its numcodecs wrappers)
         try:
-            return json.loads(json.dumps(codec.to_dict()))
+            spec = json.loads(json.dumps(codec.to_dict()))
+            # Fields the user left unset (BloscCodec's typesize and shuffle) report
+            # placeholders: zarr-python evolves them from the data type, and so does the
+            # engine when they are absent.
+            config = spec.get("configuration")
+            if isinstance(config, dict):
+                for name in getattr(codec, "_tunable_attrs", ()):
+                    config.pop(name, None)
+            return spec
         except (TypeError, ValueError):
             # Not evolved to a data type yet (e.g. BloscCodec() without typesize): the
             # engine fills zarr-python's defaults from the name.

@@ -1,0 +1,370 @@
+"""Writes the benchmark volume (the read benchmark's uint16 data, `zarrpipe.bench.datasets`)
+as the `zstd` and `zstd-sharded` arrays with each writer, each run in a fresh process, and
+reports MB/s (median, min, max) and the child's peak RSS.
+
+    python benches/write_bench.py [--size quick|full] [--repeats 3] [--writers A,B]
+                                  [--datasets zstd,zstd-sharded] [--threads N]
+                                  [--data-dir DIR] [--json FILE]
+
+Writers: `zarrpipe` (native API: `Store.create_array` + `arr[...] = data`), `zarr`
+(zarr-python, default pipeline), `zarr+zarrs` (zarr-python with zarrs-python's
+`ZarrsCodecPipeline`, strict) and `tensorstore` (zarr3 driver, file kvstore). Every run
+creates the array (zstd level 3; full: 256³ chunks, or 64³ inner chunks in 256³ shards) and
+writes the whole source array from memory in one call; the clock covers both. The source is
+read into memory before the clock starts, so every child's peak RSS (ru_maxrss) includes it;
+"peak - RSS before write" is the peak less the RSS just before the clock started.
+Afterwards the child reads the array back with zarrpipe and compares it with the source: a
+mismatch is a FAILED row with no numbers. Runs are interleaved: round r runs every writer
+once, in an order rotated by r; between runs the parent deletes the output and calls
+`os.sync()` so that one writer's dirty pages are not flushed on the next one's clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SIZES = {
+    # shape, chunks (or shards), inner chunks
+    "full": ((512, 1024, 1024), (256, 256, 256), (64, 64, 64)),
+    "quick": ((64, 128, 128), (32, 32, 32), (16, 16, 16)),
+}
+DATASETS = ("zstd", "zstd-sharded")
+WRITERS = ("zarrpipe", "zarr", "zarr+zarrs", "tensorstore")
+ZSTD = {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
+BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+# ------------------------------------------------------------------ the child: one run
+
+
+def _vmrss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _layout(p: dict) -> dict[str, Any]:
+    """chunks/shards as zarr-python's create_array takes them."""
+    if p["sharded"]:
+        return {"chunks": tuple(p["inner"]), "shards": tuple(p["chunks"])}
+    return {"chunks": tuple(p["chunks"]), "shards": None}
+
+
+def _prepare(p: dict) -> Any:
+    """Imports and configures the writer (untimed); returns the timed write."""
+    out, shape, threads = Path(p["out"]), tuple(p["shape"]), p["threads"]
+    layout = _layout(p)
+    if p["writer"] == "zarrpipe":
+        import zarrpipe
+
+        zarrpipe.set_num_threads(threads)
+        out.mkdir(parents=True)
+        store = zarrpipe.Store(out)
+
+        def write(data: np.ndarray) -> None:
+            arr = store.create_array("a", shape=shape, dtype="uint16", compressors=ZSTD, **layout)
+            arr[...] = data
+
+        return write
+    if p["writer"] in ("zarr", "zarr+zarrs"):
+        import warnings
+
+        import zarr
+        from zarr.storage import LocalStore
+
+        warnings.filterwarnings("ignore", category=UserWarning)
+        conf: dict = {"threading.max_workers": threads}
+        if p["writer"] == "zarr+zarrs":
+            import zarrs  # noqa: F401 (fails early when missing)
+
+            conf.update(
+                {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}
+            )
+        zarr.config.set(conf)
+        want = "ZarrsCodecPipeline" if p["writer"] == "zarr+zarrs" else "BatchedCodecPipeline"
+
+        def write(data: np.ndarray) -> None:
+            z = zarr.create_array(
+                LocalStore(out), name="a", shape=shape, dtype="uint16", compressors=ZSTD, **layout
+            )
+            got = type(z._async_array.codec_pipeline).__name__
+            if got != want:
+                raise RuntimeError(f"zarr chose codec pipeline {got}, not {want}")
+            z[...] = data
+
+        return write
+    if p["writer"] == "tensorstore":
+        import tensorstore as ts
+
+        context = ts.Context(
+            {"data_copy_concurrency": {"limit": threads}, "cache_pool": {"total_bytes_limit": 0}}
+        )
+        chain: list = [BYTES, ZSTD]
+        if p["sharded"]:
+            chain = [
+                {
+                    "name": "sharding_indexed",
+                    "configuration": {
+                        "chunk_shape": p["inner"],
+                        "codecs": chain,
+                        "index_codecs": [BYTES, {"name": "crc32c"}],
+                        "index_location": "end",
+                    },
+                }
+            ]
+        metadata = {
+            "shape": list(shape),
+            "data_type": "uint16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": p["chunks"]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0,
+            "codecs": chain,
+        }
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(out / "a")}}
+
+        def write(data: np.ndarray) -> None:
+            t = ts.open({**spec, "metadata": metadata}, create=True, context=context).result()
+            t.write(data).result()
+
+        return write
+    raise ValueError(f"unknown writer {p['writer']!r}")
+
+
+def load(path: str) -> np.ndarray:
+    """A .npy file read straight into one fresh array (np.load's reader keeps a second,
+    temporary buffer that would set every writer's peak RSS)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }[version]
+        shape, fortran, dtype = read_header(f)
+        data = np.empty(shape, dtype, order="F" if fortran else "C")
+        view = memoryview(data.reshape(-1, order="A")).cast("B")
+        if f.readinto(view) != data.nbytes:
+            raise OSError(f"{path} is shorter than its header says")
+    return data
+
+
+def child(p: dict) -> dict:
+    data = load(p["source"])
+    write = _prepare(p)
+    baseline = _vmrss_kib()
+    start = time.perf_counter()
+    write(data)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    import zarrpipe  # the check, after the peak was taken
+
+    arr = zarrpipe.Store(p["out"], mode="r").open_array("a")
+    got_layout = {"chunks": arr.chunks, "shards": arr.shards}
+    if got_layout != {k: (tuple(v) if v else None) for k, v in _layout(p).items()}:
+        return {"status": "FAILED", "reason": f"wrong layout {got_layout}"}
+    if not np.array_equal(np.from_dlpack(arr.read().into_dlpack()), data):
+        return {"status": "FAILED", "reason": "the array read back differs from the source"}
+    stored = sum(f.stat().st_size for f in Path(p["out"], "a").rglob("*") if f.is_file())
+    return {
+        "status": "ok",
+        "seconds": seconds,
+        "peak_rss_mib": peak / 1024,
+        "baseline_rss_mib": baseline / 1024,
+        "stored_bytes": stored,
+    }
+
+
+# ------------------------------------------------------------------ the parent
+
+
+def available(writer: str) -> str | None:
+    """None, or why the writer is skipped."""
+    modules = {
+        "zarrpipe": ["zarrpipe"],
+        "zarr": ["zarr"],
+        "zarr+zarrs": ["zarr", "zarrs"],
+        "tensorstore": ["tensorstore"],
+    }[writer]
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"not installed: {', '.join(missing)}" if missing else None
+
+
+def source_file(data_dir: Path, shape: tuple[int, ...], chunk: int, log: Any) -> Path:
+    """The read benchmark's volume (same generator, seed 0) as a .npy, reused when present."""
+    from zarrpipe.bench.datasets import GENERATOR_VERSION, Source
+
+    path = data_dir / f"source-v{GENERATOR_VERSION}-{'x'.join(map(str, shape))}.npy"
+    if not path.exists():
+        log(f"generating the source volume {shape} uint16 -> {path}")
+        out = np.lib.format.open_memmap(path.with_suffix(".tmp"), "w+", np.uint16, shape)
+        for z0, slab in Source(shape, seed=0).slabs(chunk):
+            out[z0 : z0 + slab.shape[0]] = slab
+        out.flush()
+        del out
+        path.with_suffix(".tmp").rename(path)
+    return path
+
+
+def run_one(params: dict, timeout: float) -> dict:
+    env = {
+        **os.environ,
+        "ZARRPIPE_NUM_THREADS": str(params["threads"]),
+        "RAYON_NUM_THREADS": str(params["threads"]),
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(params)],
+            capture_output=True, text=True, timeout=timeout, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"status": "FAILED", "reason": f"timed out after {timeout} s"}
+    finally:
+        shutil.rmtree(params["out"], ignore_errors=True)
+        os.sync()
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"status": "FAILED", "reason": f"exit {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def summarise(runs: list[dict], nbytes: int) -> dict:
+    ok = [r for r in runs if r["status"] == "ok"]
+    if len(ok) < len(runs):
+        bad = next(r for r in runs if r["status"] != "ok")
+        return {"status": "FAILED", "reason": bad["reason"], "runs": runs}
+    mbps = [nbytes / 1e6 / r["seconds"] for r in ok]
+    return {
+        "status": "ok",
+        "runs": runs,
+        "mbps_median": statistics.median(mbps),
+        "mbps_min": min(mbps),
+        "mbps_max": max(mbps),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in ok),
+        "over_source_mib": max(r["peak_rss_mib"] - r["baseline_rss_mib"] for r in ok),
+        "stored_mib": ok[0]["stored_bytes"] / 2**20,
+    }
+
+
+def table(report: dict) -> str:
+    lines = []
+    nbytes_mib = report["nbytes"] / 2**20
+    for ds in report["datasets"]:
+        lines += [
+            f"\n{ds}: {report['shape']} uint16 ({nbytes_mib:.0f} MiB), "
+            f"{report['repeats']} runs per writer, {report['threads']} threads",
+            "",
+            "| writer | MB/s median [min-max] | peak RSS MiB | peak - RSS before write MiB | "
+            "stored MiB |",
+            "|---|---|---|---|---|",
+        ]
+        for w, row in report["results"][ds].items():
+            if row["status"] == "skipped":
+                lines.append(f"| {w} | skipped: {row['reason']} | | | |")
+            elif row["status"] != "ok":
+                lines.append(f"| {w} | FAILED: {row['reason']} | | | |")
+            else:
+                lines.append(
+                    f"| {w} | {row['mbps_median']:.0f} [{row['mbps_min']:.0f}-"
+                    f"{row['mbps_max']:.0f}] | {row['peak_rss_mib']:.0f} | "
+                    f"{row['over_source_mib']:.0f} | {row['stored_mib']:.0f} |"
+                )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=list(SIZES), default="quick")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--writers", default=",".join(WRITERS))
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--data-dir", help="keeps the source volume here (else a temporary dir)")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    writers = args.writers.split(",")
+    datasets = args.datasets.split(",")
+    for name, known in (("writer", WRITERS), ("dataset", DATASETS)):
+        chosen = writers if name == "writer" else datasets
+        if unknown := set(chosen) - set(known):
+            ap.error(f"unknown {name}s {sorted(unknown)}; known: {', '.join(known)}")
+    shape, chunks, inner = SIZES[args.size]
+    nbytes = int(np.prod(shape)) * 2
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    tmp = None if args.data_dir else tempfile.TemporaryDirectory(prefix="zarrpipe-write-bench-")
+    data_dir = Path(args.data_dir or tmp.name)  # type: ignore[union-attr]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        source = source_file(data_dir, shape, chunks[0], log)
+        skipped = {w: available(w) for w in writers}
+        runs: dict = {ds: {w: [] for w in writers} for ds in datasets}
+        for r in range(args.repeats):
+            order = writers[r % len(writers) :] + writers[: r % len(writers)]
+            for ds in datasets:
+                for w in order:
+                    if skipped[w]:
+                        continue
+                    params = {
+                        "writer": w, "source": str(source), "out": str(data_dir / "out.zarr"),
+                        "shape": shape, "chunks": chunks, "inner": inner,
+                        "sharded": ds == "zstd-sharded", "threads": args.threads,
+                    }  # fmt: skip
+                    result = run_one(params, args.timeout)
+                    runs[ds][w].append(result)
+                    speed = (
+                        f"{nbytes / 1e6 / result['seconds']:.0f} MB/s"
+                        if result["status"] == "ok"
+                        else f"FAILED: {result['reason']}"
+                    )
+                    log(f"round {r + 1}/{args.repeats} {ds} {w}: {speed}")
+        results = {
+            ds: {
+                w: {"status": "skipped", "reason": skipped[w]}
+                if skipped[w]
+                else summarise(runs[ds][w], nbytes)
+                for w in writers
+            }
+            for ds in datasets
+        }
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    report = {
+        "size": args.size, "shape": list(shape), "chunks": list(chunks), "inner": list(inner),
+        "nbytes": nbytes, "repeats": args.repeats, "threads": args.threads, "results": results,
+        "datasets": datasets,
+    }  # fmt: skip
+    print(table(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    failed = any(row["status"] == "FAILED" for ds in results.values() for row in ds.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

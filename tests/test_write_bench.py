@@ -1,0 +1,50 @@
+"""benches/write_bench.py runs end to end in its quick mode (so the script cannot rot): every
+installed writer gives a row with numbers, and a writer that is not installed is skipped
+with the reason. No timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benches" / "write_bench.py"
+
+
+@pytest.mark.timeout(300)
+def test_quick_write_bench_runs_every_writer(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "quick", "--repeats", "1", "--threads", "2",
+         "--data-dir", str(tmp_path / "data"), "--json", str(out)],
+        capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    installed = {
+        "zarrpipe": True,
+        "zarr": True,
+        "zarr+zarrs": importlib.util.find_spec("zarrs") is not None,
+        "tensorstore": importlib.util.find_spec("tensorstore") is not None,
+    }
+    assert report["datasets"] == ["zstd", "zstd-sharded"]
+    for ds, rows in report["results"].items():
+        assert set(rows) == set(installed), ds
+        for writer, row in rows.items():
+            if not installed[writer]:
+                assert row["status"] == "skipped" and "not installed" in row["reason"]
+                continue
+            assert row["status"] == "ok", (ds, writer, row)
+            assert len(row["runs"]) == 1
+            assert row["mbps_min"] <= row["mbps_median"] <= row["mbps_max"]
+            assert row["mbps_min"] > 0 and row["peak_rss_mib"] > row["over_source_mib"] >= 0
+            assert row["stored_mib"] > 0
+            assert f"| {writer} | " in proc.stdout
+    # The source is kept in --data-dir and reused; outputs are deleted after each run.
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [
+        next((tmp_path / "data").glob("source-*.npy")).name
+    ]
