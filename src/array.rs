@@ -10,8 +10,9 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::decode::placement::OutPtr;
+use zarrpipe_codecs::pick::{Factor, Pick};
 use zarrpipe_codecs::read::{ChunkData, Source};
-use zarrpipe_codecs::selection::Region;
+use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::write::SrcPtr;
 use zarrpipe_codecs::ElementType;
 
@@ -29,6 +30,63 @@ pub struct Array {
     /// Store chunks that end up all fill value (else they are deleted), as zarr-python's
     /// `write_empty_chunks`.
     write_empty_chunks: bool,
+}
+
+/// A read request: a rectangular region (the fast path of integers and step-1 slices), or a
+/// pick of any kind and the shape its result takes.
+pub enum Request {
+    Region(Region),
+    Pick(Pick, Vec<u64>),
+}
+
+/// A pick as `zarrpipe._selection` spells it: a list of `("step", axis, start, step, count)`
+/// and `("points", axes, coords)` (an `(n, len(axes))` int64 array), checked against `shape`.
+fn pick_from_py(shape: &[u64], factors: &Bound<'_, PyAny>) -> PyResult<Pick> {
+    let mut out = Vec::new();
+    for f in factors.try_iter()? {
+        let f = f?;
+        let kind: String = f.get_item(0)?.extract()?;
+        match kind.as_str() {
+            "step" => {
+                let (_, axis, start, step, count): (String, usize, u64, i64, u64) = f.extract()?;
+                out.push(Factor::Step {
+                    axis,
+                    start,
+                    step,
+                    count,
+                });
+            }
+            "points" => {
+                let axes: Vec<usize> = f.get_item(1)?.extract()?;
+                let coords: numpy::PyReadonlyArray2<'_, i64> = f.get_item(2)?.extract()?;
+                let view = coords.as_array();
+                if view.ncols() != axes.len() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "points of {} coordinates over {} axes",
+                        view.ncols(),
+                        axes.len()
+                    )));
+                }
+                let coords = view
+                    .iter()
+                    .map(|&c| {
+                        u64::try_from(c).map_err(|_| {
+                            pyo3::exceptions::PyIndexError::new_err(format!(
+                                "index {c} is out of bounds"
+                            ))
+                        })
+                    })
+                    .collect::<PyResult<Vec<u64>>>()?;
+                out.push(Factor::Points { axes, coords });
+            }
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown selection factor {other:?}"
+                )))
+            }
+        }
+    }
+    Pick::new(shape, out).map_err(to_pyerr)
 }
 
 pub fn tensor(bytes: Bytes, shape: &[u64], dtype: ElementType) -> Tensor {
@@ -56,17 +114,75 @@ impl Array {
         Region::resolve(&self.array.info.shape, &selectors).map_err(to_pyerr)
     }
 
+    /// A read request for a Python selection with NumPy's semantics: integers, step-1
+    /// slices and `...` parse here into a region; anything else (steps, `None`, index
+    /// arrays, masks) goes through `zarrpipe._selection.numpy_pick`.
+    fn request(&self, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Request> {
+        let shape = &self.array.info.shape;
+        let Some(s) = selection else {
+            return Ok(Request::Region(Region::all(shape)));
+        };
+        if let Ok(selectors) = selection::parse(s) {
+            let step_one = selectors.iter().all(|x| match x {
+                AxisSelector::Slice { step, .. } => step.unwrap_or(1) == 1,
+                _ => true,
+            });
+            if step_one {
+                return Region::resolve(shape, &selectors)
+                    .map(Request::Region)
+                    .map_err(to_pyerr);
+            }
+        }
+        let py = s.py();
+        let picked = py
+            .import("zarrpipe._selection")?
+            .getattr("numpy_pick")?
+            .call1((PyTuple::new(py, shape)?, s))?;
+        self.pick_request(&picked.get_item(0)?, &picked.get_item(1)?)
+    }
+
+    /// A pick request from its factors and result shape (checked to hold as many elements).
+    fn pick_request(
+        &self,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+    ) -> PyResult<Request> {
+        let pick = pick_from_py(&self.array.info.shape, factors)?;
+        let shape: Vec<u64> = shape.extract()?;
+        let want: u128 = pick.out_shape().iter().map(|&d| u128::from(d)).product();
+        if shape.iter().map(|&d| u128::from(d)).product::<u128>() != want {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "result shape {shape:?} for a selection of {want} elements"
+            )));
+        }
+        Ok(Request::Pick(pick, shape))
+    }
+
     /// Reads a Python selection: parse under the GIL, read detached.
     pub fn read_selection(
         &self,
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Tensor> {
-        let region = self.region(selection)?;
-        let out_shape = region.out_shape.clone();
+        let request = self.request(selection)?;
+        self.read_request(py, request)
+    }
+
+    /// Reads a request into a fresh, unique Tensor.
+    fn read_request(&self, py: Python<'_>, request: Request) -> PyResult<Tensor> {
         let array = self.array.clone();
         let cache = self.cache.clone();
-        let bytes = run(py, move || array.read_region(&region, cache.as_deref()))?;
+        let (bytes, out_shape) = match request {
+            Request::Region(region) => {
+                let out_shape = region.out_shape.clone();
+                let bytes = run(py, move || array.read_region(&region, cache.as_deref()))?;
+                (bytes, out_shape)
+            }
+            Request::Pick(pick, shape) => {
+                let bytes = run(py, move || array.read_pick(&pick, cache.as_deref()))?;
+                (bytes, shape)
+            }
+        };
         Ok(tensor(bytes, &out_shape, self.array.info.dtype))
     }
 
@@ -77,7 +193,22 @@ impl Array {
         selection: Option<&Bound<'_, PyAny>>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let region = self.region(selection)?;
+        let request = self.request(selection)?;
+        self.read_request_into(py, request, out)
+    }
+
+    /// Decodes a request into the caller's buffer: a region at any strides; a pick straight
+    /// into a C-contiguous buffer, else read fresh and copied in.
+    fn read_request_into(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let region = match request {
+            Request::Region(region) => region,
+            Request::Pick(pick, shape) => return self.read_pick_into(py, pick, &shape, out),
+        };
         let want = numpy_dtype(py, self.array.info.dtype)?;
         let target = writable_view(py, out, &want, &region.out_shape)?;
         if !target.getattr("dtype")?.eq(&want)? {
@@ -96,6 +227,46 @@ impl Array {
         let cache = self.cache.clone();
         run(py, move || {
             array.read_region_into(&region, &out_ptr, &layout, cache.as_deref())
+        })?;
+        drop(target);
+        Ok(())
+    }
+
+    fn read_pick_into(
+        &self,
+        py: Python<'_>,
+        pick: Pick,
+        shape: &[u64],
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let want = numpy_dtype(py, self.array.info.dtype)?;
+        let target = writable_view(py, out, &want, shape)?;
+        let dims: Vec<u64> = target.getattr("shape")?.extract()?;
+        if dims != shape || !target.getattr("dtype")?.eq(&want)? {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "out has shape {dims:?} and dtype {}; the selection needs {shape:?} and {want}",
+                target.getattr("dtype")?
+            )));
+        }
+        let contiguous: bool = target
+            .getattr("flags")?
+            .getattr("c_contiguous")?
+            .extract()?;
+        if !contiguous {
+            let fresh = self.read_request(py, Request::Pick(pick, shape.to_vec()))?;
+            py.import("numpy")?
+                .call_method1("copyto", (&target, Py::new(py, fresh)?))?;
+            return Ok(());
+        }
+        let target = target.cast::<PyUntypedArray>()?.clone();
+        let (ptr, layout) = numpy_layout(&target, true)?;
+        // SAFETY: `target` (a view of the caller's C-contiguous buffer) stays alive while we
+        // run detached; the engine checks its size and the plan before writing.
+        let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        run(py, move || {
+            array.read_pick_into(&pick, &out_ptr, cache.as_deref())
         })?;
         drop(target);
         Ok(())
@@ -355,6 +526,56 @@ impl Array {
 
     fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         self.read_selection(py, Some(selection))
+    }
+
+    /// Orthogonal selections: `arr.oindex[idx, :, ::2]`.
+    #[getter]
+    fn oindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("OIndex")?
+            .call1((slf,))
+    }
+
+    /// Coordinate and mask selections: `arr.vindex[rows, cols]`, `arr.vindex[mask]`.
+    #[getter]
+    fn vindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("VIndex")?
+            .call1((slf,))
+    }
+
+    /// Block selections over the stored chunk grid (shards): `arr.blocks[0, 1:3]`.
+    #[getter]
+    fn blocks<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("BlockIndex")?
+            .call1((slf,))
+    }
+
+    /// Reads a pick of `zarrpipe._selection` into a fresh Tensor of `shape`.
+    fn _read_pick(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+    ) -> PyResult<Tensor> {
+        let request = self.pick_request(factors, shape)?;
+        self.read_request(py, request)
+    }
+
+    /// Reads a pick of `zarrpipe._selection` into `out` (see `read_into`).
+    fn _read_pick_into(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = self.pick_request(factors, shape)?;
+        self.read_request_into(py, request, out)
     }
 
     fn __setitem__(

@@ -401,3 +401,107 @@ def test_non_local_store_is_rejected():
         array_engine(StorePath(MemoryStore(), ""), z.metadata)
     with pytest.raises(TypeError):
         array_engine("/nonexistent", 42)
+
+
+# ---------------------------------------------------------------------------------------------
+# the protocol: request kinds, out=, async, hierarchy
+
+from zarrpipe import UnsupportedError  # noqa: E402
+from zarrpipe.engine import AsyncArrayEngine, HierarchyEngine, SelectionRequest  # noqa: E402
+
+
+def _requests(data: np.ndarray, chunks: tuple[int, ...]) -> list[tuple[SelectionRequest, Any]]:
+    """(request, NumPy's expected value) for every kind, on a 2-d array."""
+    shape = data.shape
+    n0, n1 = shape
+    rows, cols = np.array([5, 0, 5, n0 - 1]), np.array([3, n1 - 1, 3, 0])
+    mask = (data.real if np.iscomplexobj(data) else data) > np.median(data.real)
+    return [
+        (SelectionRequest("basic", (slice(1, 30, 3), -1), shape, chunks), data[1:30:3, -1]),
+        (SelectionRequest("basic", (None, slice(None, None, -2)), shape, chunks), data[None, ::-2]),
+        (
+            SelectionRequest("orthogonal", ([n0 - 1, 1, 1], slice(None, None, 5)), shape, chunks),
+            data[[n0 - 1, 1, 1]][:, ::5],
+        ),
+        (SelectionRequest("coordinate", (rows, cols), shape, chunks), data[rows, cols]),
+        (SelectionRequest("mask", mask, shape, chunks), data[mask]),
+        (SelectionRequest("block", (1, slice(0, 2)), shape, chunks), None),
+    ]
+
+
+@pytest.mark.parametrize("name", ["v3-2d-ragged-zstd", "v3-sharded", "v2-zstd"])
+def test_every_request_kind_with_and_without_out(tmp_path, monkeypatch, name):
+    z, data = make(tmp_path, name)
+    engine = engine_for(tmp_path, z)
+    addresses: list[int] = []
+    real = engine._array
+
+    def recorded(tensor: Any) -> Any:
+        capsule = tensor.__dlpack__(max_version=(1, 0))
+        addresses.append(read_capsule(capsule)["address"])
+        del capsule
+        return tensor
+
+    class Recording:
+        def read(self, sel: Any) -> Any:
+            return recorded(real.read(sel))
+
+        def _read_pick(self, *a: Any) -> Any:
+            return recorded(real._read_pick(*a))
+
+        def __getattr__(self, n: str) -> Any:
+            return getattr(real, n)
+
+    monkeypatch.setattr(engine, "_array", Recording())
+    stored = z.shards or z.chunks
+    for request, want in _requests(data, z.chunks):
+        if want is None:  # block (1, 0:2) of the stored grid
+            want = data[stored[0] : 2 * stored[0], : 2 * stored[1]]
+        got = engine.read_selection(request, prototype=None)
+        assert got.flags.writeable and got.ctypes.data == addresses[-1], request.kind
+        assert_values(got, want, f"{request.kind} {request.selection!r}")
+        out = np.full(want.shape, 7, want.dtype)
+        assert engine.read_selection(request, prototype=None, out=out) is out
+        assert_values(out, want, f"out= {request.kind}")
+
+
+def test_async_engine_and_hierarchy(tmp_path):
+    import asyncio
+
+    z, data = make(tmp_path, "v3-nested-path")
+    hierarchy = HierarchyEngine(str(tmp_path), config={"cache_bytes": 1 << 20})
+    engine = hierarchy.async_array_engine(z.path, z.metadata)
+    assert isinstance(engine, AsyncArrayEngine)
+    sync = hierarchy.array_engine(z.path, z.metadata)
+
+    async def main() -> None:
+        for request, want in _requests(data, z.chunks)[:-1]:
+            got = await engine.read_selection(request, prototype=None)
+            assert_values(got, want, f"async {request.kind}")
+            out = np.zeros(want.shape, want.dtype)
+            await engine.read_selection(request, prototype=None, out=out)
+            assert_values(out, want, f"async out= {request.kind}")
+        block = SelectionRequest("block", (0, 0), data.shape, z.chunks)
+        await engine.write_selection(block, 5.0, prototype=None)
+        assert (await engine.read_selection(block, prototype=None) == 5).all()
+
+    asyncio.run(main())
+    assert_values(sync.read_selection([(0, 6), (0, 6)]), np.full((6, 6), 5, data.dtype), "sync")
+
+
+def test_unsupported_requests_raise(tmp_path):
+    z, data = make(tmp_path, "v3-2d-ragged-zstd")
+    engine = engine_for(tmp_path, z)
+    rows = SelectionRequest("coordinate", ([0], [0]), data.shape)
+    with pytest.raises(UnsupportedError, match="basic and block"):
+        engine.write_selection(rows, 1.0)
+    with pytest.raises(UnsupportedError, match="fields"):
+        engine.read_selection(rows, fields=["a"])
+    with pytest.raises(UnsupportedError, match="'fancy'"):
+        engine.read_selection(SelectionRequest("fancy", 0, data.shape))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="shape"):
+        engine.read_selection(SelectionRequest("basic", 0, (1, 2)))
+    with pytest.raises(IndexError):
+        engine.read_selection(SelectionRequest("mask", np.ones((2, 2), bool), data.shape))
+    with pytest.raises(IndexError):
+        engine.read_selection(SelectionRequest("coordinate", ([0, 1], [0, 1, 2]), data.shape))

@@ -34,8 +34,14 @@ __all__ = [
 
 __version__: str
 
-_Selector: TypeAlias = SupportsIndex | slice | EllipsisType
+_Selector: TypeAlias = (
+    SupportsIndex | slice | EllipsisType | bool | Sequence[Any] | npt.NDArray[Any] | None
+)
 _Selection: TypeAlias = _Selector | tuple[_Selector, ...]
+
+class _SelectionReader:
+    def __getitem__(self, selection: _Selection, /) -> Tensor: ...
+
 _ChunkIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
 
 class ZarrpipeError(Exception):
@@ -178,7 +184,23 @@ class Array:
         zarrpipe's)."""
     def __len__(self) -> int: ...
     def __getitem__(self, selection: _Selection, /) -> Tensor:
-        """Integers (dropping their axis), step-1 slices and `...`; out of range → IndexError."""
+        """NumPy indexing: integers (dropping their axis), slices of any step, `...`,
+        `None`, integer arrays and boolean masks (advanced indexing, broadcast as NumPy
+        does). Out of range → IndexError. Reads only the chunks the selection touches."""
+    @property
+    def oindex(self) -> _SelectionReader:
+        """Orthogonal selections: per axis an integer, a slice, a 1-d integer array (any
+        order, repeats) or a 1-d boolean mask; `arr.oindex[[3, 1], :, ::2]`."""
+    @property
+    def vindex(self) -> _SelectionReader:
+        """Coordinate selections: integer arrays broadcast together, or one boolean mask of
+        the array's shape; `arr.vindex[rows, cols]`, `arr.vindex[mask]`."""
+    @property
+    def blocks(self) -> _SelectionReader:
+        """Block selections over the stored chunk grid (the shards of a sharded array):
+        integers and step-1 slices of blocks; `arr.blocks[0, 1:3]`."""
+    def _read_pick(self, factors: Any, shape: Any) -> Tensor: ...
+    def _read_pick_into(self, factors: Any, shape: Any, out: Any) -> None: ...
     def read(self, selection: _Selection | None = None) -> Tensor:
         """Reads a selection (default: everything) into a fresh Tensor."""
     async def read_async(self, selection: _Selection | None = None) -> Tensor:

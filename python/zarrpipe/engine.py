@@ -1,30 +1,60 @@
 """`zarrpipe.engine`: an array engine in the shape of zarr-python's proposed engine protocol.
 
-An engine is bound to one array (a store location plus its metadata) and reads and writes
-rectangular regions: ``region`` is one ``(start, stop)`` pair per axis, step 1.
+The signatures follow the protocol as zarrpipe's selection issue spells it (the "pluggable
+array engines" pull request to zarr-python, 2026, module ``zarr.abc.engine``; no released
+zarr-python has that module, and the proposal has changed shape several times):
+
+- ``ArrayEngine.read_selection(request, *, prototype, out=None, fields=None)``,
+  ``write_selection(request, value, *, prototype, fields=None)``, ``with_metadata(metadata)``;
+- ``AsyncArrayEngine``: the same methods as coroutines;
+- ``HierarchyEngine.array_engine(path, metadata, config=None)``.
+
+A request (``SelectionRequest``) carries its kind (``basic``, ``orthogonal``,
+``coordinate``, ``mask``, ``block``), the selection, the array shape and the chunk grid. A
+plain sequence of ``(start, stop)`` pairs is still accepted as a basic step-1 region.
 
     engine = zarrpipe.engine.array_engine("data.zarr/temperature", metadata)
+    rows = engine.read_selection(SelectionRequest("orthogonal", ([3, 17, 101], slice(None)),
+                                                  engine.shape))
     block = engine.read_selection([(0, 128), (0, 128)])   # writable, zero-copy
-    engine.write_selection([(0, 2), (0, 2)], np.ones((2, 2)))
 
-Reads decode into a fresh buffer that nobody else holds and move it into NumPy
-(``np.from_dlpack(tensor.into_dlpack())``): the result is writable and no copy is made.
-Writes go through zarrpipe's native write path (``Array.write``): encoded in Rust, chunk
-files replaced atomically.
+Reads plan and decode in Rust only the chunks (and inner chunks of shards) a selection
+touches. Without ``out=`` the result is the decoded buffer itself moved into NumPy
+(``np.from_dlpack(tensor.into_dlpack())``): writable, no copy. With ``out=`` the values are
+decoded straight into the caller's array. Writes take basic and block requests (zarrpipe's
+native write path: encoded in Rust, chunk files replaced atomically); other kinds, and
+``fields``, raise ``UnsupportedError`` rather than falling back silently.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from zarrpipe._zarrpipe import Store
+from zarrpipe._selection import block_slices, numpy_pick, orthogonal_pick
+from zarrpipe._zarrpipe import Store, UnsupportedError
 
 Region = Sequence[tuple[int, int]]
+Kind = Literal["basic", "orthogonal", "coordinate", "mask", "block"]
+KINDS = ("basic", "orthogonal", "coordinate", "mask", "block")
+
+
+@dataclass(frozen=True)
+class SelectionRequest:
+    """One read or write: its kind, the selection (as NumPy / zarr-python spell it for that
+    kind), the shape of the array it was made for and its chunk grid (the regular chunk
+    shape; None when the caller does not say)."""
+
+    kind: Kind
+    selection: Any
+    shape: tuple[int, ...]
+    chunk_grid: tuple[int, ...] | None = None
 
 
 def _metadata_dict(metadata: Any) -> dict[str, Any]:
@@ -99,14 +129,156 @@ class ArrayEngine:
             out.append(slice(start, stop))
         return tuple(out)
 
-    def read_selection(self, region: Region, *, prototype: Any = None) -> np.ndarray[Any, Any]:
-        """The values of `region`, as a writable array of exactly its shape (no copy made)."""
-        tensor = self._array.read(self._slices(region))
+    def _request(self, request: SelectionRequest | Region) -> SelectionRequest:
+        """The request checked against this array; a region becomes a basic request."""
+        if not isinstance(request, SelectionRequest):
+            return SelectionRequest("basic", self._slices(request), self.shape)
+        if request.kind not in KINDS:
+            raise UnsupportedError(
+                f"zarrpipe.engine does not support {request.kind!r} requests "
+                f"(supported: {', '.join(KINDS)})"
+            )
+        if tuple(request.shape) != tuple(self.shape):
+            raise ValueError(
+                f"the request is for an array of shape {tuple(request.shape)}, "
+                f"this engine's array has shape {self.shape}"
+            )
+        return request
+
+    def _pick(self, request: SelectionRequest) -> tuple[Any, Any] | None:
+        """The pick of an orthogonal, coordinate or mask request (None: basic or block)."""
+        if request.kind == "orthogonal":
+            return orthogonal_pick(self.shape, request.selection)
+        if request.kind == "coordinate":
+            return numpy_pick(self.shape, request.selection)
+        if request.kind == "mask":
+            mask = np.asarray(request.selection)
+            if mask.dtype != bool or mask.shape != tuple(self.shape):
+                raise IndexError(
+                    f"a mask request takes a boolean array of the array's shape {self.shape}, "
+                    f"got {mask.dtype} of shape {mask.shape}"
+                )
+            return numpy_pick(self.shape, mask)
+        return None
+
+    def _basic(self, request: SelectionRequest) -> Any:
+        if request.kind == "block":
+            stored = self._array.shards or self._array.chunks
+            return block_slices(self.shape, stored, request.selection)
+        return request.selection
+
+    def read_selection(
+        self,
+        request: SelectionRequest | Region,
+        *,
+        prototype: Any = None,
+        out: Any = None,
+        fields: Any = None,
+    ) -> Any:
+        """The values of the request. Without `out`: a writable array whose memory is the
+        decoded buffer (no copy). With `out` (a writable array of the result's shape and the
+        array's dtype): decoded straight into it, and returned."""
+        if fields is not None:
+            raise UnsupportedError("zarrpipe.engine reads no structured fields (fields=None)")
+        request = self._request(request)
+        pick = self._pick(request)
+        if out is not None:
+            if pick is None:
+                self._array.read_into(self._basic(request), out)
+            else:
+                self._array._read_pick_into(*pick, out)
+            return out
+        if pick is None:
+            tensor = self._array.read(self._basic(request))
+        else:
+            tensor = self._array._read_pick(*pick)
         return np.from_dlpack(tensor.into_dlpack())
 
-    def write_selection(self, region: Region, value: Any, *, prototype: Any = None) -> None:
-        """Writes `value` (broadcast to the region's shape) into `region`."""
-        self._array.write(self._slices(region), value)
+    def write_selection(
+        self,
+        request: SelectionRequest | Region,
+        value: Any,
+        *,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> None:
+        """Writes `value` (broadcast to the selection's shape) into a basic or block request."""
+        if fields is not None:
+            raise UnsupportedError("zarrpipe.engine writes no structured fields (fields=None)")
+        request = self._request(request)
+        if request.kind not in ("basic", "block"):
+            raise UnsupportedError(
+                f"zarrpipe.engine writes basic and block requests, not {request.kind!r}"
+            )
+        self._array.write(self._basic(request), value)
+
+
+class AsyncArrayEngine:
+    """`ArrayEngine` with coroutine methods: each call runs on a worker thread, so the event
+    loop keeps running while chunks are fetched and decoded."""
+
+    def __init__(self, engine: ArrayEngine) -> None:
+        self._engine = engine
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._engine.metadata
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._engine.shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._engine.dtype
+
+    async def read_selection(
+        self,
+        request: SelectionRequest | Region,
+        *,
+        prototype: Any = None,
+        out: Any = None,
+        fields: Any = None,
+    ) -> Any:
+        return await asyncio.to_thread(
+            self._engine.read_selection, request, prototype=prototype, out=out, fields=fields
+        )
+
+    async def write_selection(
+        self,
+        request: SelectionRequest | Region,
+        value: Any,
+        *,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> None:
+        await asyncio.to_thread(
+            self._engine.write_selection, request, value, prototype=prototype, fields=fields
+        )
+
+    async def with_metadata(self, metadata: Any) -> AsyncArrayEngine:
+        return AsyncArrayEngine(self._engine.with_metadata(metadata))
+
+
+class HierarchyEngine:
+    """Engines for the arrays of one hierarchy (a local directory, or a zarr StorePath on a
+    LocalStore); `config` applies to every array engine it makes, overridden per call."""
+
+    def __init__(self, root: Any, config: Mapping[str, Any] | None = None) -> None:
+        self._root, self._prefix = _location(root)
+        self._config = dict(config or {})
+
+    def array_engine(
+        self, path: str, metadata: Any, config: Mapping[str, Any] | None = None
+    ) -> ArrayEngine:
+        inner = "/".join(p for p in (self._prefix.strip("/"), path.strip("/")) if p)
+        merged = {**self._config, **dict(config or {})}
+        return ArrayEngine(self._root, inner, _metadata_dict(metadata), merged)
+
+    def async_array_engine(
+        self, path: str, metadata: Any, config: Mapping[str, Any] | None = None
+    ) -> AsyncArrayEngine:
+        return AsyncArrayEngine(self.array_engine(path, metadata, config))
 
 
 def array_engine(path: Any, metadata: Any, config: Mapping[str, Any] | None = None) -> ArrayEngine:

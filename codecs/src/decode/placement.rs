@@ -38,7 +38,7 @@ impl OutPtr {
     }
 
     /// Copies `src` to `offset`. Out-of-range writes are refused (a planner bug, never UB).
-    fn write(&self, offset: usize, src: &[u8]) -> Result<(), SinkError> {
+    pub(crate) fn write(&self, offset: usize, src: &[u8]) -> Result<(), SinkError> {
         let end = offset
             .checked_add(src.len())
             .ok_or(SinkError::OutOfBounds)?;
