@@ -75,7 +75,7 @@ zarr-suite: install
 
 # The documentation site (mkdocs.yml, docs/) into site/; warnings are errors.
 docs: venv
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Installs the built wheel and the sdist, each from its file with the [test] extra, into a
 # fresh venv, and runs the tests there against the installed package.

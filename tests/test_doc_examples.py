@@ -24,7 +24,6 @@ import contextlib
 import doctest
 import importlib.util
 import io
-import os
 import re
 import shlex
 import subprocess
@@ -120,9 +119,7 @@ def _run_python(example: Example, source: str, namespace: dict[str, Any]) -> str
         test = doctest.DocTestParser().get_doctest(
             source, namespace, example.where, str(example.page), example.line
         )
-        runner = doctest.DocTestRunner(
-            optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-        )
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         report = io.StringIO()
         result = runner.run(test, out=report.write, clear_globs=False)
         if result.failed:
