@@ -14,7 +14,7 @@ VENV_NEW := .venv-py312
 # .ci/extras.py so that a venv gets its tools before zarrpipe is built.
 EXTRAS = $(PYTHON) .ci/extras.py
 # Fresh venvs that install the built wheel and sdist from the files (dist-check).
-DIST_CHECK_DIR ?= $(CARGO_TARGET_DIR)/dist-check
+DIST_CHECK_DIR ?= .dist-check
 # The wheel's venv runs every test; the sdist's (same code, compiled again) a fast subset.
 SDIST_TESTS ?= test_read_api.py test_tensor_contract.py test_engine.py test_doc_examples.py
 

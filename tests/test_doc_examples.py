@@ -21,9 +21,11 @@ An HTML comment on the line right before a fence says how to run it:
 from __future__ import annotations
 
 import contextlib
+import copy
 import doctest
 import importlib.util
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -103,6 +105,31 @@ class PageState:
     namespace: dict[str, Any] = field(default_factory=dict)
     directory: Path | None = None
     failed: str | None = None
+    zarr_config: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def _isolated(state: PageState):
+    """Process-wide settings a page changes (zarr's config, zarrpipe's thread count) last
+    for that page's examples only, not for the rest of the test session."""
+    import zarrpipe
+
+    threads = zarrpipe.get_num_threads()
+    zarr = sys.modules.get("zarr")
+    original = copy.deepcopy(zarr.config.config) if zarr is not None else None
+    if zarr is not None and state.zarr_config is not None:
+        zarr.config.config = copy.deepcopy(state.zarr_config)
+    try:
+        yield
+    finally:
+        zarrpipe.set_num_threads(threads)
+        zarr = sys.modules.get("zarr")
+        if zarr is not None:
+            state.zarr_config = copy.deepcopy(zarr.config.config)
+            if original is not None:
+                zarr.config.config = original
+            else:  # imported by this example: back to zarr's defaults
+                zarr.config.refresh()
 
 
 _STATE: dict[Path, PageState] = {}
@@ -125,8 +152,8 @@ def _run_python(example: Example, source: str, namespace: dict[str, Any]) -> str
         if result.failed:
             raise AssertionError(f"doctest failed at {example.where}:\n{report.getvalue()}")
         return ""
-    # Line numbers in tracebacks point into the page.
-    code = compile("\n" * example.line + source, example.where, "exec")
+    # Padded so that tracebacks show the page's own lines, with their line numbers.
+    code = compile("\n" * example.line + source, str(example.page), "exec")
     with contextlib.redirect_stdout(out):
         exec(code, namespace)
     return out.getvalue()
@@ -205,7 +232,8 @@ def test_example(example: Example, request, tmp_path_factory, monkeypatch) -> No
         if example.lang == "console":
             _run_console(example)
             return
-        printed = _run_python(example, source, state.namespace)
+        with _isolated(state):
+            printed = _run_python(example, source, state.namespace)
         if example.expected is not None:
             assert _normalise(printed) == _normalise(example.expected), (
                 f"{example.where} printed:\n{printed}\nthe page shows:\n{example.expected}"
@@ -242,3 +270,17 @@ def test_every_page_with_examples_is_found() -> None:
             assert block.lang not in ("py", "python3", "pycon"), (
                 f"{block.where}: label Python examples ```python so that they run"
             )
+
+
+def test_examples_leave_process_settings_alone() -> None:
+    # Runs after the examples (pytest keeps file order): the zarr-python page and the
+    # README switch zarr to zarrpipe's pipeline and the reading page resizes the pool; the
+    # rest of the suite must still see zarr's own pipeline and the default pool.
+    zarr = pytest.importorskip("zarr")
+    import zarrpipe
+
+    default = zarr.config.defaults[0]["codec_pipeline"]["path"]
+    assert zarr.config.get("codec_pipeline.path") == default
+    assert zarrpipe.get_num_threads() == int(
+        os.environ.get("ZARRPIPE_NUM_THREADS") or os.cpu_count() or 1
+    )
