@@ -335,8 +335,8 @@ class Array:
             selection: As for `arr[...]`; None (the default) reads everything.
 
         Returns:
-            A Tensor that nobody else holds (so `into_dlpack()` succeeds on it), unless a
-            chunk cache served the whole read from one chunk.
+            A Tensor that nobody else holds (so `into_dlpack()` succeeds on it), even
+            when a chunk cache supplied the chunks.
 
         Raises:
             IndexError: An integer out of range, a slice step other than 1, too many indices.
