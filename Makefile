@@ -9,25 +9,31 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/zarrpipe/target
 WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
-TEST_DEPS := numpy pytest pytest-timeout hypothesis psutil ml_dtypes ruff mypy fsspec xarray "dask[array,distributed]" "moto[server]" boto3 obstore tensorstore
-# Optional numcodecs codecs the codec matrix covers (zfpy 1.0.1.post0 breaks `import numcodecs`).
-CODEC_DEPS := pcodec "zfpy==1.0.1"
-BENCH_DEPS := zarrs tensorstore zarrista matplotlib
+# The dependencies come from pyproject.toml's extras: [test] (what tests/ needs), [dev] (lint,
+# stub check, maturin, the docs site) and [bench] (the other Zarr readers), read by
+# .ci/extras.py so that a venv gets its tools before zarrpipe is built.
+EXTRAS = $(PYTHON) .ci/extras.py
+# Fresh venvs that install the built wheel and sdist from the files (dist-check).
+DIST_CHECK_DIR ?= .dist-check
+# The wheel's venv runs every test; the sdist's (same code, compiled again) a fast subset.
+SDIST_TESTS ?= test_read_api.py test_tensor_contract.py test_engine.py test_doc_examples.py
 
-.PHONY: all sysdeps venv wheel install test test-rust test-python lint bench check clean zarr-suite
+.PHONY: all sysdeps venv wheel sdist install test test-rust test-python lint bench check clean zarr-suite docs dist-check
 
 all: test
 
-$(VENV)/.ready:
+$(VENV)/.ready: pyproject.toml .ci/extras.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -U pip
-	$(VENV)/bin/pip install -q $(TEST_DEPS) $(CODEC_DEPS) "zarr>=3.1" maturin
+	$(EXTRAS) test dev > $(VENV)/requirements.txt
+	$(VENV)/bin/pip install -q -r $(VENV)/requirements.txt
 	touch $@
 
-$(VENV_NEW)/.ready:
+$(VENV_NEW)/.ready: pyproject.toml .ci/extras.py
 	$(PYTHON_NEW) -m venv $(VENV_NEW)
 	$(VENV_NEW)/bin/pip install -q -U pip
-	$(VENV_NEW)/bin/pip install -q $(TEST_DEPS) $(CODEC_DEPS) "cast-value-rs>=0.4.2" "zarr>=3.2"
+	$(EXTRAS) test > $(VENV_NEW)/requirements.txt
+	$(VENV_NEW)/bin/pip install -q -r $(VENV_NEW)/requirements.txt "zarr>=3.2"
 	touch $@
 
 venv: $(VENV)/.ready
@@ -42,6 +48,11 @@ sysdeps:
 wheel: venv sysdeps
 	rm -f $(WHEEL_DIR)/zarrpipe-*.whl
 	$(VENV)/bin/maturin build --release --quiet --out $(WHEEL_DIR)
+
+# The source distribution (it compiles the Rust crates when installed).
+sdist: venv
+	rm -f $(WHEEL_DIR)/zarrpipe-*.tar.gz
+	$(VENV)/bin/maturin sdist --out $(WHEEL_DIR)
 
 install: wheel
 	$(VENV)/bin/pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/zarrpipe-*.whl
@@ -68,14 +79,24 @@ lint: venv sysdeps
 zarr-suite: install
 	$(VENV)/bin/python tests/zarr_suite/run.py --subset --skip-known --install-deps
 
-check: lint test zarr-suite
+# The documentation site (mkdocs.yml, docs/) into site/; warnings are errors.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# Installs the built wheel and the sdist, each from its file with the [test] extra, into a
+# fresh venv, and runs the tests there against the installed package.
+dist-check: wheel sdist
+	.ci/dist-check $(PYTHON) $(DIST_CHECK_DIR) "$(SDIST_TESTS)" $(WHEEL_DIR)/zarrpipe-*.whl $(WHEEL_DIR)/zarrpipe-*.tar.gz
+
+check: lint test zarr-suite docs dist-check
 	$(VENV)/bin/python -m mypy.stubtest zarrpipe._zarrpipe
 
 # The main job: install, then benchmark zarrpipe against every reader that is installed,
 # on sample stores it generates (quick size; BENCH_ARGS="--size full" for ~1 GiB).
 bench: install
-	$(VENV)/bin/pip install -q $(BENCH_DEPS)
+	$(EXTRAS) bench > $(VENV)/requirements-bench.txt
+	$(VENV)/bin/pip install -q -r $(VENV)/requirements-bench.txt
 	$(VENV)/bin/python -m zarrpipe bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_NEW) $(WHEEL_DIR)
+	rm -rf $(VENV) $(VENV_NEW) $(WHEEL_DIR) $(DIST_CHECK_DIR) site

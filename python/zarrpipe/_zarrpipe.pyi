@@ -45,13 +45,20 @@ class _SelectionReader:
 _ChunkIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
 
 class ZarrpipeError(Exception):
-    """Base class of zarrpipe's own errors."""
+    """Base class of zarrpipe's own errors.
+
+    zarrpipe raises Python's built-in exceptions where one fits (`FileNotFoundError`,
+    `IndexError`, `ValueError`, `TypeError`, `PermissionError`, `FileExistsError`,
+    `MemoryError`, `OSError`, `TimeoutError`, `BufferError`) and a subclass of this one
+    otherwise.
+    """
 
 class DecodeError(ZarrpipeError):
-    """A chunk's bytes do not decode to what the array's metadata promises."""
+    """A chunk's bytes do not decode to what the array's metadata promises (corrupt or
+    truncated data). The message names the chunk's key."""
 
 class ChecksumError(DecodeError):
-    """A crc32c checksum does not match the data it guards."""
+    """A crc32c checksum does not match the data it guards (a chunk's, or a shard index's)."""
 
 class MetadataError(ZarrpipeError):
     """Array or group metadata that does not parse or breaks the Zarr spec."""
@@ -61,35 +68,80 @@ class UnsupportedError(ZarrpipeError):
 
 @final
 class Tensor:
-    """Decoded data: shape, dtype and one buffer.
+    """Decoded data: a shape, a dtype and one buffer.
 
-    Also implements the buffer protocol (`memoryview(t)`: typed, N-d, read-only).
-
-    Read-only faces (`buffer()`, `to_numpy()`, `__array__`, the buffer protocol and
-    `__dlpack__`) share the buffer without copying. `into_dlpack()` moves a buffer that
-    nobody else holds out for a writable zero-copy export; the tensor is then consumed.
+    Reads return Tensors. The read-only faces — `buffer()`, `to_numpy()`, `__array__`
+    (`np.asarray(t)`), the buffer protocol (`memoryview(t)`: typed, N-d, read-only) and
+    `__dlpack__` — share the buffer without copying, as often as asked; each view keeps the
+    memory alive. `into_dlpack()` moves a buffer that nobody else holds out for a writable,
+    zero-copy export; the tensor is then consumed (a tombstone: `shape`, `dtype`, `nbytes`
+    and `repr` still work, the data faces raise `BufferError`).
     """
 
     @staticmethod
     def from_numpy(array: npt.ArrayLike) -> Tensor:
-        """Copies an array (made C-contiguous and native-endian) into a fresh Tensor."""
+        """Copies an array into a fresh Tensor.
+
+        Args:
+            array: Anything `numpy.asarray` accepts, of a dtype zarrpipe holds (bool,
+                (u)int8-64, float16/32/64, complex64/128, bfloat16). It is made
+                C-contiguous and native-endian.
+
+        Returns:
+            A Tensor that owns its copy (so `into_dlpack()` succeeds on it).
+
+        Raises:
+            TypeError: The dtype is not one zarrpipe holds.
+        """
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The shape, one length per axis (still available after `into_dlpack()`)."""
     @property
     def dtype(self) -> np.dtype[Any]:
-        """The element type, native byte order."""
+        """The element type, in native byte order."""
     @property
-    def ndim(self) -> int: ...
+    def ndim(self) -> int:
+        """The number of axes."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """The size of the buffer in bytes."""
     def buffer(self) -> memoryview:
-        """A read-only, 1-D memoryview of the raw bytes (format 'B'), zero-copy."""
+        """The raw bytes, zero-copy.
+
+        Returns:
+            A read-only, 1-D memoryview of format `'B'` over the tensor's memory; it keeps
+            the memory alive.
+
+        Raises:
+            BufferError: The tensor was consumed by `into_dlpack()`.
+        """
     def to_numpy(self) -> npt.NDArray[Any]:
-        """A read-only NumPy array over the tensor's memory, zero-copy."""
+        """A NumPy array over the tensor's memory, zero-copy.
+
+        Returns:
+            A read-only array of the tensor's shape and dtype; it keeps the memory alive
+            (and so makes `into_dlpack()` refuse while it lives).
+
+        Raises:
+            BufferError: The tensor was consumed by `into_dlpack()`.
+        """
     def __array__(
         self, dtype: npt.DTypeLike | None = None, copy: bool | None = None
     ) -> npt.NDArray[Any]:
-        """NumPy 2 `__array__`: read-only and zero-copy unless a copy or a new dtype is asked."""
+        """NumPy's `__array__` protocol (`np.asarray(t)`, `np.array(t)`).
+
+        Args:
+            dtype: A dtype to convert to; a different one from the tensor's makes a copy.
+            copy: `True` for a writable copy; `None` or `False` for the read-only zero-copy
+                view (`False` with a different `dtype` is an error, as in NumPy).
+
+        Returns:
+            A read-only view of the tensor's memory, or a writable copy.
+
+        Raises:
+            BufferError: The tensor was consumed by `into_dlpack()`.
+            ValueError: `copy=False` with a `dtype` that needs a conversion.
+        """
     def __dlpack__(
         self,
         *,
@@ -98,34 +150,67 @@ class Tensor:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> _Capsule:
-        """DLPack export.
+        """The DLPack export (what `np.from_dlpack(t)` and `torch.from_dlpack(t)` call).
 
-        With `max_version >= (1, 0)`: zero-copy and flagged READ_ONLY, or a fresh writable
-        copy flagged IS_COPIED when `copy=True`. Without `max_version` (legacy capsule, which
-        cannot say read-only): always a copy; `copy=False` raises BufferError.
+        With `max_version >= (1, 0)` the capsule is versioned: zero-copy and flagged
+        `READ_ONLY`, or, with `copy=True`, a fresh writable copy flagged `IS_COPIED`. A
+        legacy capsule (no `max_version`) cannot say read-only, so it is always a copy.
+
+        Args:
+            stream: Must be `None` (or -1): the memory is on the CPU.
+            max_version: The highest DLPack version the consumer understands.
+            dl_device: The device the consumer wants; only `(1, 0)`, the CPU.
+            copy: `True` for a writable copy; `False` to forbid copying; `None` for
+                zero-copy where DLPack can mark it read-only, a copy otherwise.
+
+        Returns:
+            A `dltensor_versioned` or `dltensor` PyCapsule, for exactly one consumer.
+
+        Raises:
+            BufferError: The tensor was consumed; `copy=False` without `max_version`; a
+                device other than the CPU; a dtype DLPack cannot describe.
+            ValueError: A `stream` other than `None` or -1.
         """
     def __dlpack_device__(self) -> tuple[int, int]:
-        """Always `(1, 0)`: CPU memory."""
+        """The DLPack device of the memory.
+
+        Returns:
+            Always `(1, 0)`: CPU memory.
+        """
     def into_dlpack(self) -> OwnedTensor:
         """Moves the buffer out for a writable, zero-copy export.
 
-        Raises BufferError (and leaves the tensor intact) if anything else still shares the
-        buffer: a view, an array from `to_numpy()`, or a chunk cache entry. On success this
-        tensor is consumed: its data faces raise BufferError, its metadata still works.
+        Use it as `np.from_dlpack(t.into_dlpack())` or `torch.from_dlpack(t.into_dlpack())`.
+        Every fresh read's buffer is held by nobody else, so this succeeds on it.
+
+        Returns:
+            An OwnedTensor holding the buffer; its one `__dlpack__` export is writable.
+            This tensor is consumed.
+
+        Raises:
+            BufferError: Something else still shares the buffer — a view, an array from
+                `to_numpy()`, a chunk cache entry — (the tensor is left intact; use
+                `__dlpack__(copy=True)` for a writable copy), or the tensor was already
+                consumed.
         """
 
 @final
 class OwnedTensor:
-    """A buffer moved out of a Tensor, handed to exactly one DLPack consumer, writable."""
+    """A buffer moved out of a Tensor by `Tensor.into_dlpack()`, handed to exactly one DLPack
+    consumer, writable."""
 
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The shape, one length per axis."""
     @property
-    def dtype(self) -> np.dtype[Any]: ...
+    def dtype(self) -> np.dtype[Any]:
+        """The element type, in native byte order."""
     @property
-    def ndim(self) -> int: ...
+    def ndim(self) -> int:
+        """The number of axes."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """The size of the buffer in bytes."""
     def __dlpack__(
         self,
         *,
@@ -134,8 +219,28 @@ class OwnedTensor:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> _Capsule:
-        """One-shot, writable, zero-copy export; a second call raises BufferError."""
-    def __dlpack_device__(self) -> tuple[int, int]: ...
+        """The one writable, zero-copy DLPack export: the buffer moves into the capsule.
+
+        Args:
+            stream: Must be `None` (or -1): the memory is on the CPU.
+            max_version: The highest DLPack version the consumer understands
+                (`>= (1, 0)` gives a versioned capsule with no flags set).
+            dl_device: The device the consumer wants; only `(1, 0)`, the CPU.
+            copy: `True` is refused (the point of an OwnedTensor is not to copy).
+
+        Returns:
+            A PyCapsule owning the buffer; its deleter frees it.
+
+        Raises:
+            BufferError: A second export, a device other than the CPU, or `copy=True`.
+            ValueError: A `stream` other than `None` or -1.
+        """
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack device of the memory.
+
+        Returns:
+            Always `(1, 0)`: CPU memory.
+        """
 
 @final
 class _BytesView:
@@ -145,24 +250,39 @@ class _BytesView:
 
 @final
 class Array:
-    """An open Zarr array. Reads return fresh Tensors that the caller owns."""
+    """An open Zarr array (v2 or v3): its metadata, read once, and its reads and writes.
+
+    Get one from `Store.open_array` or `Store.create_array`. Reads return fresh Tensors that
+    the caller owns; writes encode in Rust with the GIL released.
+
+    A selection is NumPy basic indexing with step 1: integers (each drops its axis), slices
+    (clamped like NumPy's), `...`, or a tuple of them; `None` in `read`/`write` selects
+    everything. A slice step other than 1 is an `IndexError`; `None` inside a selection,
+    lists, index arrays and masks are a `TypeError`.
+    """
 
     @property
     def path(self) -> str:
         """The array's path in its store (`""` for an array at the root)."""
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape."""
     @property
-    def dtype(self) -> np.dtype[Any]: ...
+    def dtype(self) -> np.dtype[Any]:
+        """The element type, in native byte order (whatever order the store keeps)."""
     @property
-    def ndim(self) -> int: ...
+    def ndim(self) -> int:
+        """The number of axes."""
     @property
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """The number of elements."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """The size of the whole array decoded, in bytes."""
     @property
     def chunks(self) -> tuple[int, ...]:
-        """The read granularity: inner chunks of a sharded array (zarr-python's `chunks`)."""
+        """The read granularity: the chunk shape, or the inner chunk shape of a sharded
+        array (zarr-python's `chunks`)."""
     @property
     def shards(self) -> tuple[int, ...] | None:
         """The shard shape of a sharded array, else None."""
@@ -171,22 +291,46 @@ class Array:
         """Number of chunks (of `chunks`) along each axis."""
     @property
     def fill_value(self) -> Any:
-        """The fill value as a NumPy scalar."""
+        """The fill value (what unwritten chunks read as), as a NumPy scalar."""
     @property
-    def zarr_format(self) -> Literal[2, 3]: ...
+    def zarr_format(self) -> Literal[2, 3]:
+        """The Zarr format version of the stored metadata."""
     @property
-    def attrs(self) -> dict[str, Any]: ...
+    def attrs(self) -> dict[str, Any]:
+        """The array's user attributes (a copy: changing it changes nothing stored)."""
     @property
-    def dimension_names(self) -> tuple[str | None, ...] | None: ...
+    def dimension_names(self) -> tuple[str | None, ...] | None:
+        """The Zarr v3 dimension names, or None when the metadata has none."""
     @property
     def fallback_reason(self) -> str | None:
-        """Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if
-        zarrpipe's)."""
-    def __len__(self) -> int: ...
+        """Why the `zarrs` crate's codecs decode this array's chunks instead of zarrpipe's
+        own (None when zarrpipe's own decoder does)."""
+    def __len__(self) -> int:
+        """`len(arr)`.
+
+        Returns:
+            The length of the first axis.
+
+        Raises:
+            TypeError: The array is 0-dimensional.
+        """
     def __getitem__(self, selection: _Selection, /) -> Tensor:
-        """NumPy indexing: integers (dropping their axis), slices of any step, `...`,
-        `None`, integer arrays and boolean masks (advanced indexing, broadcast as NumPy
-        does). Out of range → IndexError. Reads only the chunks the selection touches."""
+        """`arr[selection]`: the same as `read(selection)`.
+
+        Args:
+            selection: NumPy indexing: integers (dropping their axis), slices of any step,
+                `...`, `None`, integer arrays and boolean masks (advanced indexing,
+                broadcast as NumPy does). Reads only the chunks the selection touches.
+
+        Returns:
+            A fresh Tensor of the selection's shape.
+
+        Raises:
+            IndexError: An index out of range, coordinate arrays that do not broadcast.
+            DecodeError: A chunk does not decode (ChecksumError for a crc32c mismatch).
+            MemoryError: The output cannot be allocated.
+            OSError: An object store fails (TimeoutError when it does not answer).
+        """
     @property
     def oindex(self) -> _SelectionReader:
         """Orthogonal selections: per axis an integer, a slice, a 1-d integer array (any
@@ -202,39 +346,153 @@ class Array:
     def _read_pick(self, factors: Any, shape: Any) -> Tensor: ...
     def _read_pick_into(self, factors: Any, shape: Any, out: Any) -> None: ...
     def read(self, selection: _Selection | None = None) -> Tensor:
-        """Reads a selection (default: everything) into a fresh Tensor."""
+        """Reads a selection into a fresh Tensor.
+
+        The chunks it touches are fetched and decoded in parallel, each straight into one
+        output buffer allocated for this call; missing chunks read as the fill value.
+
+        Args:
+            selection: As for `arr[...]`; None (the default) reads everything.
+
+        Returns:
+            A Tensor that nobody else holds (so `into_dlpack()` succeeds on it), even
+            when a chunk cache supplied the chunks.
+
+        Raises:
+            IndexError: An integer out of range, a slice step other than 1, too many indices.
+            TypeError: A selection of a kind zarrpipe does not read.
+            DecodeError: A chunk does not decode (ChecksumError for a crc32c mismatch).
+            MemoryError: The output cannot be allocated.
+            OSError: An object store fails (TimeoutError when it does not answer).
+        """
     async def read_async(self, selection: _Selection | None = None) -> Tensor:
-        """`read` on a worker thread: awaiting it never blocks the event loop."""
+        """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
+        event loop.
+
+        Args:
+            selection: As for `read`.
+
+        Returns:
+            What `read` returns.
+
+        Raises:
+            IndexError: See `read`, which raises the same exceptions.
+        """
     @property
     def write_empty_chunks(self) -> bool:
         """Whether writes store chunks that are all fill value (else they are deleted)."""
     def __setitem__(self, selection: _Selection, value: npt.ArrayLike, /) -> None:
-        """Writes `value`, broadcast like NumPy, into the selection."""
-    def read_into(self, selection: _Selection | None, out: Any) -> None:
-        """Decodes a selection straight into `out`: a writable NumPy array of the selection's
-        shape and the array's dtype (any strides), a CPU `__dlpack__` tensor (torch), or a
-        raw writable buffer of the right size. Repeated reads into one buffer allocate
-        nothing. ValueError/TypeError if `out` does not fit."""
-    def write(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
-        """Writes `value`, broadcast like NumPy, into a selection (None: everything).
+        """`arr[selection] = value`: the same as `write(selection, value)`.
 
-        Chunks the write covers inside the array are encoded from the new values alone;
-        others are read, updated and re-encoded. Local chunk files are replaced atomically,
-        object-store values with one PUT each; chunks left all fill value are deleted unless
-        `write_empty_chunks`. PermissionError on a read-only store."""
+        Args:
+            selection: As for `arr[...]`.
+            value: A scalar or an array, broadcast like NumPy to the selection's shape.
+
+        Raises:
+            PermissionError: The store is read-only.
+            ValueError: `value` does not broadcast to the selection, or does not convert.
+            IndexError: See `write`, which raises the same exceptions.
+        """
+    def read_into(self, selection: _Selection | None, out: Any) -> None:
+        """Decodes a selection straight into a buffer you own.
+
+        Reading into one buffer again and again allocates nothing.
+
+        Args:
+            selection: As for `read`; None reads everything.
+            out: A writable NumPy array of the selection's shape and the array's dtype
+                (any strides), a CPU tensor with `__dlpack__` (torch), or a writable
+                buffer (buffer protocol) of exactly the selection's size in bytes.
+
+        Raises:
+            ValueError: `out` has the wrong shape or size, or is read-only.
+            TypeError: `out` has the wrong dtype, or is neither an array nor a buffer.
+            IndexError: See `read`, which raises the same exceptions for the selection and
+                the data.
+        """
+    def write(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
+        """Writes values into a selection.
+
+        Chunks the write covers are encoded from the new values alone; others are read,
+        updated and re-encoded. Local chunk files are replaced atomically, object-store
+        values with one PUT each; chunks left all fill value are deleted unless
+        `write_empty_chunks`. The store's chunk cache forgets the chunks written.
+
+        Args:
+            selection: As for `read`; None writes everything.
+            value: A scalar or an array, broadcast like NumPy to the selection's shape and
+                converted to the array's dtype (as NumPy's `astype` does).
+
+        Raises:
+            PermissionError: The store is read-only.
+            ValueError: `value` does not broadcast to the selection, or does not convert.
+            IndexError: An integer out of range, a slice step other than 1.
+            TypeError: A selection of a kind zarrpipe does not read.
+            DecodeError: A chunk the write must update does not decode.
+            OSError: The store fails.
+        """
     async def write_async(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
-        """`write` on a worker thread: awaiting it never blocks the event loop."""
+        """`write` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
+        event loop.
+
+        Args:
+            selection: As for `write`.
+            value: As for `write`.
+
+        Raises:
+            PermissionError: See `write`, which raises the same exceptions.
+        """
     def read_chunk(self, index: _ChunkIndex) -> Tensor:
-        """Reads one chunk of the `chunks` grid, trimmed at the array's edge."""
+        """Reads one chunk of the `chunks` grid (an inner chunk, for a sharded array).
+
+        Args:
+            index: The chunk's position in the grid, one integer per axis (an integer alone
+                for a 1-D array).
+
+        Returns:
+            A Tensor of the chunk's shape, trimmed at the array's edge. A chunk the cache
+            holds comes back sharing the cache's memory.
+
+        Raises:
+            IndexError: The index is outside `chunk_grid_shape`.
+            DecodeError: The chunk does not decode.
+            OSError: An object store fails.
+        """
     def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
-        """Reads several chunks, decoded in parallel, one Tensor each."""
+        """Reads several chunks, decoded in parallel.
+
+        Args:
+            indices: Chunk positions in the grid, as for `read_chunk`.
+
+        Returns:
+            One Tensor per index, in order.
+
+        Raises:
+            IndexError: An index is outside `chunk_grid_shape`.
+            DecodeError: A chunk does not decode.
+            OSError: An object store fails.
+        """
     def chunk_key(self, index: _ChunkIndex) -> str:
-        """The store key of the object holding chunk `index` of the `chunks` grid (its
-        shard, for a sharded array); IndexError outside the grid."""
+        """The store key of the object holding a chunk.
+
+        Args:
+            index: The chunk's position in the `chunks` grid.
+
+        Returns:
+            The key (e.g. `"temperature/c/0/1"`), relative to the store root: the shard's
+            key for a sharded array.
+
+        Raises:
+            IndexError: The index is outside `chunk_grid_shape`.
+        """
 
 @final
 class Store:
-    """A Zarr store (v2 or v3): a local directory or an object store."""
+    """A Zarr store (v2 or v3): a local directory or an object store.
+
+    A Store opens arrays (`open_array`, `create_array`), reads and writes them by path
+    (`read`, `write`, ...), and holds the optional decoded-chunk cache its arrays share.
+    """
 
     def __new__(
         cls,
@@ -247,28 +505,74 @@ class Store:
         retries: int = 3,
         concurrency: int = 32,
     ) -> Store:
-        """Opens a local directory (a path or a `file://` URL) or an object store URL
-        (`s3://bucket/prefix`, `gs://`, `az://`, `http(s)://`).
+        """Opens a store.
 
-        `options` are object_store's settings (`aws_endpoint`, `aws_region`,
-        `aws_skip_signature`, `allow_http`, ...); credentials otherwise come from the
-        environment. `timeout` (seconds per request), `retries` (of transient failures) and
-        `concurrency` (requests in flight per read) apply to object stores.
-        `cache_bytes > 0` enables an LRU decoded-chunk cache of that size. `mode` is "a"
-        (read and write; the default except for http(s):// stores) or "r" (read-only:
-        writes raise PermissionError).
+        Args:
+            path: A local directory (a path or a `file://` URL; it must exist), or an object
+                store URL: `s3://bucket/prefix`, `gs://bucket/prefix`,
+                `az://container/prefix`, `http(s)://host/path`.
+            mode: `"a"` (or `"r+"`): read and write, the default except for http(s)://
+                stores; `"r"`: read-only, writes raise PermissionError.
+            cache_bytes: Above 0, an LRU cache of decoded chunks of at most this many bytes,
+                shared by the store's arrays.
+            options: object_store's settings for object stores, as obstore takes them
+                (`aws_endpoint`, `aws_region`, `aws_skip_signature`, `allow_http`, ...);
+                credentials not given here come from the environment.
+            timeout: Seconds allowed per object-store request.
+            retries: Retries of transient object-store failures.
+            concurrency: Object-store requests in flight per read.
+
+        Returns:
+            The store. Nothing is read until an array is opened.
+
+        Raises:
+            FileNotFoundError: A local directory that does not exist.
+            ValueError: An unknown `mode`, URL scheme or option; a `timeout` that is not
+                positive; `concurrency` 0.
         """
     @property
     def read_only(self) -> bool:
-        """Whether writes are refused."""
+        """Whether writes are refused (`mode="r"`, and http(s):// stores by default)."""
     @staticmethod
     def from_obstore(store: Any, **kwargs: Any) -> Store:
-        """A store over the location an `obstore` store object points at, with its config."""
+        """A Store over the location an `obstore` store object points at.
+
+        obstore and zarrpipe each link their own object_store crate, so the configuration is
+        shared, not the connection.
+
+        Args:
+            store: An obstore `S3Store`, `GCSStore`, `AzureStore`, `HTTPStore` or
+                `LocalStore`; its bucket, prefix, config and client options are used.
+            **kwargs: Other `Store` arguments (`mode`, `cache_bytes`, `timeout`, ...).
+
+        Returns:
+            A Store over the same location.
+
+        Raises:
+            TypeError: Another kind of obstore store.
+            ValueError: The store's config has no bucket (container).
+        """
     def request_counts(self) -> dict[str, int]:
-        """For object stores: requests made so far (gets, puts, deletes, heads, lists) and
-        bytes received."""
+        """What the store has asked its object store for so far.
+
+        Returns:
+            For object stores, counts of `gets`, `puts`, `deletes`, `heads` and `lists`,
+            and the `bytes` received; empty for local stores.
+        """
     async def read_async(self, path: str, selection: _Selection | None = None) -> Tensor:
-        """`read` on a worker thread: awaiting it never blocks the event loop."""
+        """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
+        event loop.
+
+        Args:
+            path: The array's path in the store.
+            selection: As for `Array.read`.
+
+        Returns:
+            What `read` returns.
+
+        Raises:
+            FileNotFoundError: See `read`, which raises the same exceptions.
+        """
     def open_array(
         self,
         path: str = "",
@@ -276,11 +580,23 @@ class Store:
         metadata: str | dict[str, Any] | None = None,
         write_empty_chunks: bool = False,
     ) -> Array:
-        """Opens the array at `path` (`""` is an array at the store root).
+        """Opens an array.
 
-        Its metadata is read from the store, or taken from `metadata` (the JSON content of
-        zarr.json / .zarray) when given. `write_empty_chunks`: writes store chunks that are
-        all fill value (by default they are deleted, as zarr-python does).
+        Args:
+            path: The array's path in the store (`""`, the default, is an array stored at
+                the root itself).
+            metadata: The array's metadata (the JSON content of `zarr.json` or `.zarray`,
+                as text or a dict), to use instead of reading it from the store.
+            write_empty_chunks: Whether writes store chunks that are all fill value (by
+                default they are deleted, as zarr-python does).
+
+        Returns:
+            The array, its metadata read once.
+
+        Raises:
+            FileNotFoundError: No array at `path`.
+            MetadataError: Metadata that does not parse or breaks the Zarr spec.
+            UnsupportedError: A data type zarrpipe cannot read.
         """
     def create_array(
         self,
@@ -290,8 +606,8 @@ class Store:
         dtype: npt.DTypeLike,
         chunks: int | Sequence[int] | None = None,
         shards: int | Sequence[int] | None = None,
-        compressors: Any = "auto",
-        filters: Any = "auto",
+        compressors: Any = None,
+        filters: Any = None,
         fill_value: Any = None,
         attributes: dict[str, Any] | None = None,
         dimension_names: Sequence[str | None] | None = None,
@@ -299,14 +615,41 @@ class Store:
         write_empty_chunks: bool = False,
         overwrite: bool = False,
     ) -> Array:
-        """Creates an array at `path` with the metadata zarr-python writes for the same
-        arguments, and returns it.
+        """Creates an array, with the metadata zarr-python writes for the same arguments.
 
-        `chunks` is the read chunk shape (inner chunks when `shards` is given). Codecs are
-        v3 dicts (`{"name": "zstd", "configuration": {"level": 3}}`), numcodecs configs
-        (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs codec objects; "auto" is
-        zarr-python's default (zstd, level 0) and None means none. FileExistsError if
-        something is at `path`, unless `overwrite` (which deletes it first).
+        Missing parent groups are created too.
+
+        Args:
+            path: Where, in the store.
+            shape: The array's shape.
+            dtype: A NumPy dtype zarrpipe holds (bool, (u)int8-64, float16/32/64,
+                complex64/128, bfloat16); a big-endian one is stored big-endian.
+            chunks: The chunk shape reads work in (the inner chunks when `shards` is given).
+                Required.
+            shards: The shard shape (Zarr v3), a multiple of `chunks`; None for no sharding.
+            compressors: v3 codec dicts (`{"name": "zstd", "configuration": {"level": 3}}`),
+                numcodecs configs (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs
+                codec objects, one or a list. None (the default) and `"auto"` are
+                zarr-python's default, zstd at level 0; `[]` means no compressor.
+            filters: Array-to-array or bytes-to-bytes codecs before the compressors, in the
+                same forms; None (the default) and `"auto"` are zarr-python's default
+                (none for numbers); `[]` means none.
+            fill_value: What unwritten elements read as; None is the dtype's zero.
+            attributes: User attributes to store.
+            dimension_names: One name (or None) per axis (Zarr v3).
+            zarr_format: 3 (the default) or 2.
+            write_empty_chunks: Whether writes store chunks that are all fill value.
+            overwrite: Delete whatever is at `path` first.
+
+        Returns:
+            The new array, open.
+
+        Raises:
+            FileExistsError: Something is at `path` and `overwrite` is False.
+            PermissionError: The store is read-only.
+            TypeError: A dtype zarrpipe cannot create, no `chunks`, or a codec it does not
+                recognise.
+            ValueError: Shapes that do not fit together, or codec settings out of range.
         """
     def create_group(
         self,
@@ -315,23 +658,91 @@ class Store:
         *,
         zarr_format: Literal[2, 3] = 3,
     ) -> None:
-        """Creates a group at `path` (and missing parent groups); an existing group keeps
-        its attributes unless `attributes` is given."""
+        """Creates a group, and any missing parent groups.
+
+        Args:
+            path: Where, in the store (`""` is the root).
+            attributes: Its user attributes. An existing group keeps its attributes unless
+                this is given.
+            zarr_format: 3 (the default) or 2.
+
+        Raises:
+            FileExistsError: An array is at `path`.
+            PermissionError: The store is read-only.
+            TypeError: `attributes` is not a dict.
+        """
     def write(self, path: str, selection: _Selection | None, value: npt.ArrayLike) -> None:
-        """Writes `value` (broadcast like NumPy) into a selection of the array at `path`."""
+        """Writes values into a selection of the array at `path` (see `Array.write`).
+
+        Args:
+            path: The array's path in the store.
+            selection: As for `Array.write`; None writes everything.
+            value: A scalar or an array, broadcast like NumPy to the selection's shape.
+
+        Raises:
+            FileNotFoundError: No array at `path`.
+            PermissionError: See `Array.write`, which raises the same exceptions.
+        """
     def read_into(self, path: str, selection: _Selection | None, out: Any) -> None:
         """Decodes a selection of the array at `path` straight into `out` (see
-        `Array.read_into`)."""
+        `Array.read_into`).
+
+        Args:
+            path: The array's path in the store.
+            selection: As for `Array.read`; None reads everything.
+            out: A writable buffer of the selection's shape and the array's dtype.
+
+        Raises:
+            FileNotFoundError: No array at `path`.
+            ValueError: See `Array.read_into`, which raises the same exceptions.
+        """
     def read(self, path: str, selection: _Selection | None = None) -> Tensor:
-        """Reads a selection of the array at `path` into a fresh Tensor."""
+        """Reads a selection of the array at `path` into a fresh Tensor (see `Array.read`).
+
+        Args:
+            path: The array's path in the store.
+            selection: As for `Array.read`; None (the default) reads everything.
+
+        Returns:
+            A Tensor of the selection's shape.
+
+        Raises:
+            FileNotFoundError: No array at `path`.
+            IndexError: See `Array.read`, which raises the same exceptions.
+        """
     def read_chunks(self, path: str, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
-        """Reads whole chunks of the array at `path`, one Tensor each."""
+        """Reads whole chunks of the array at `path`, decoded in parallel (see
+        `Array.read_chunks`).
+
+        Args:
+            path: The array's path in the store.
+            indices: Chunk positions in the array's `chunks` grid.
+
+        Returns:
+            One Tensor per index, in order.
+
+        Raises:
+            FileNotFoundError: No array at `path`.
+            IndexError: See `Array.read_chunks`, which raises the same exceptions.
+        """
     def list(self) -> list[tuple[str, Literal["array", "group"]]]:
-        """Every array and group in the store, sorted by path (`""` is the root)."""
+        """Every array and group in the store.
+
+        Returns:
+            `(path, "array" | "group")` pairs sorted by path, `""` being the root.
+
+        Raises:
+            OSError: The store cannot be listed.
+        """
     def cache_info(self) -> dict[str, int]:
-        """Chunk cache counters: hits, misses, entries, bytes, capacity."""
+        """The chunk cache's counters.
+
+        Returns:
+            `hits`, `misses`, `entries`, `bytes` (held now) and `capacity` (`cache_bytes`);
+            all 0 without a cache.
+        """
     def clear_cache(self) -> None:
-        """Empties the chunk cache."""
+        """Empties the chunk cache (Tensors it served keep their memory)."""
 
 _Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
 
@@ -368,10 +779,24 @@ class _PipelineArray:
         engine stored itself)."""
 
 def set_num_threads(n: int) -> None:
-    """Sets how many threads decode (default: the CPU count or ZARRPIPE_NUM_THREADS)."""
+    """Sets how many threads decode and encode (one pool per process).
+
+    The default is the CPU count, or `ZARRPIPE_NUM_THREADS` when set. A process forked after
+    reading builds a fresh pool.
+
+    Args:
+        n: The number of threads, at least 1.
+
+    Raises:
+        ValueError: `n` is 0.
+    """
 
 def get_num_threads() -> int:
-    """How many threads decode."""
+    """How many threads decode and encode.
+
+    Returns:
+        The size of the pool.
+    """
 
 def _first_touch_stats() -> dict[str, dict[str, float]]:
     """What faulting in fresh output buffers has cost this process, per page size ("base",

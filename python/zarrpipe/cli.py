@@ -241,6 +241,21 @@ def info(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `zarrpipe` command (also `python -m zarrpipe`).
+
+    `zarrpipe info STORE [ARRAY]` lists a local store's arrays and groups, or prints one
+    array's metadata; `zarrpipe bench [options]` runs the throughput benchmark (see
+    `zarrpipe bench -h`).
+
+    Args:
+        argv: The arguments after the program name; None reads `sys.argv`.
+
+    Returns:
+        The exit status: 0 on success, 1 when `info` fails or a benchmark row fails.
+
+    Raises:
+        SystemExit: On a usage error (from argparse), or an invalid benchmark option.
+    """
     args = _parser().parse_args(argv)
     return {"bench": bench, "info": info}[args.command](args)
 

@@ -81,7 +81,18 @@ def _location(path: Any) -> tuple[str, str]:
 
 
 class ArrayEngine:
-    """Reads and writes regions of one array through zarrpipe's Rust engine."""
+    """Reads and writes regions of one array through zarrpipe's Rust engine.
+
+    Make one with `array_engine`. A region is one `(start, stop)` pair per axis, step 1,
+    inside the array.
+
+    Args:
+        root: The local store's directory.
+        path: The array's path in the store.
+        metadata: The array's metadata as a dict (the content of zarr.json / .zarray).
+        config: `cache_bytes` (a decoded-chunk cache of that size) and `write_empty_chunks`
+            (default False).
+    """
 
     def __init__(
         self,
@@ -103,18 +114,31 @@ class ArrayEngine:
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """The array's metadata, as given."""
         return self._metadata
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape."""
         return self._array.shape
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The array's element type, in native byte order."""
         return self._array.dtype
 
     def with_metadata(self, metadata: Any) -> ArrayEngine:
-        """The same array with new metadata (after a resize, new attributes...)."""
+        """The same array with new metadata (after a resize, new attributes...).
+
+        Args:
+            metadata: A dict, JSON text, or zarr-python array metadata.
+
+        Returns:
+            A new engine; this one is unchanged.
+
+        Raises:
+            TypeError: `metadata` is none of those.
+        """
         return ArrayEngine(self._root, self._path, _metadata_dict(metadata), self._config)
 
     def _slices(self, region: Region) -> tuple[slice, ...]:
@@ -282,8 +306,21 @@ class HierarchyEngine:
 
 
 def array_engine(path: Any, metadata: Any, config: Mapping[str, Any] | None = None) -> ArrayEngine:
-    """An engine for the array at `path` (a local directory, or a zarr StorePath on a
-    LocalStore) described by `metadata` (a dict, JSON text, or zarr-python metadata).
-    `config`: ``cache_bytes`` (decoded-chunk cache), ``write_empty_chunks`` (default False)."""
+    """An engine for one array, in the shape of zarr-python's proposed engine protocol.
+
+    Args:
+        path: The store's local directory (with the array at its root), or a zarr-python
+            `StorePath` on a `LocalStore` (the store's root and the array's path in it).
+        metadata: The array's metadata: a dict, JSON text, or zarr-python metadata.
+        config: `cache_bytes` (a decoded-chunk cache of that size) and
+            `write_empty_chunks` (default False).
+
+    Returns:
+        The engine.
+
+    Raises:
+        TypeError: A store that is not local, or metadata of an unknown kind.
+        FileNotFoundError: No store at `path`.
+    """
     root, inner = _location(path)
     return ArrayEngine(root, inner, _metadata_dict(metadata), config)

@@ -53,7 +53,11 @@ _REPORTS_STATUS = hasattr(_abc, "GetResult")
 
 
 class FallbackWarning(UserWarning):
-    """zarrpipe handed an array to zarr-python's own codec pipeline (the warning says why)."""
+    """zarrpipe handed an array to zarr-python's own codec pipeline; the message says why.
+
+    Issued once per array. `zarr.config.set({"codec_pipeline.strict": True})` raises
+    `zarrpipe.UnsupportedError` instead.
+    """
 
 
 def _strict() -> bool:
@@ -171,7 +175,27 @@ def _metadata_json(metadata: ArrayMetadata) -> str:
 
 @dataclass(eq=False)
 class CodecPipeline(_abc.CodecPipeline):
-    """zarr-python's codec pipeline with zarrpipe's Rust engine doing the decoding."""
+    """zarr-python's codec pipeline, with zarrpipe's Rust engine decoding and encoding.
+
+    You do not make one yourself: zarr-python does, for each array, once it is selected with
+    `zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"})` or the environment
+    variable `ZARR_CODEC_PIPELINE__PATH=zarrpipe.CodecPipeline`. zarr-python plans each read
+    and write; the chunks of a batch are decoded (encoded) in parallel with the GIL released,
+    straight into zarr-python's output array. Local stores and `zarr.storage.ObjectStore`
+    over obstore's S3, GCS, Azure and HTTP stores are read and written by Rust; other stores
+    through their own API.
+
+    An array zarrpipe cannot handle (a data type that is not a fixed-size number or bool, a
+    codec it does not know) runs on zarr-python's own pipeline, with a `FallbackWarning`.
+
+    Args:
+        metadata: The array's metadata (zarr-python's `ArrayV2Metadata` / `ArrayV3Metadata`).
+        store: The zarr-python store the array lives in.
+
+    Raises:
+        zarrpipe.UnsupportedError: In strict mode (`codec_pipeline.strict`), for an array
+            that would fall back.
+    """
 
     metadata: ArrayMetadata
     store: Store
