@@ -606,8 +606,8 @@ class Store:
         dtype: npt.DTypeLike,
         chunks: int | Sequence[int] | None = None,
         shards: int | Sequence[int] | None = None,
-        compressors: Any = None,
-        filters: Any = None,
+        compressors: Any = "auto",
+        filters: Any = "auto",
         fill_value: Any = None,
         attributes: dict[str, Any] | None = None,
         dimension_names: Sequence[str | None] | None = None,
@@ -629,11 +629,11 @@ class Store:
             shards: The shard shape (Zarr v3), a multiple of `chunks`; None for no sharding.
             compressors: v3 codec dicts (`{"name": "zstd", "configuration": {"level": 3}}`),
                 numcodecs configs (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs
-                codec objects, one or a list. None (the default) and `"auto"` are
-                zarr-python's default, zstd at level 0; `[]` means no compressor.
+                codec objects, one or a list. `"auto"` (the default) is zarr-python's
+                default, zstd at level 0; None or `[]` means no compressor.
             filters: Array-to-array or bytes-to-bytes codecs before the compressors, in the
-                same forms; None (the default) and `"auto"` are zarr-python's default
-                (none for numbers); `[]` means none.
+                same forms; `"auto"` (the default) is zarr-python's default (none for
+                numbers); None or `[]` means none.
             fill_value: What unwritten elements read as; None is the dtype's zero.
             attributes: User attributes to store.
             dimension_names: One name (or None) per axis (Zarr v3).
