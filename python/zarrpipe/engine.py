@@ -199,9 +199,25 @@ class ArrayEngine:
         out: Any = None,
         fields: Any = None,
     ) -> Any:
-        """The values of the request. Without `out`: a writable array whose memory is the
-        decoded buffer (no copy). With `out` (a writable array of the result's shape and the
-        array's dtype): decoded straight into it, and returned."""
+        """The values of the request.
+
+        Args:
+            request: A `SelectionRequest` (kind, selection, shape, chunk grid), or one
+                `(start, stop)` pair per axis (a basic request).
+            prototype: Accepted for the engine protocol; the result is always NumPy.
+            out: A writable array of the result's shape and the array's dtype to decode
+                straight into, or None for a fresh one.
+            fields: Structured fields; only None is supported.
+
+        Returns:
+            Without `out`: a writable array whose memory is the decoded buffer (no copy,
+            `into_dlpack()`). With `out`: `out`, filled.
+
+        Raises:
+            UnsupportedError: An unknown request kind, or `fields`.
+            IndexError: A selection out of range or that does not broadcast.
+            ValueError: A request for an array of another shape, or an unusable `out`.
+        """
         if fields is not None:
             raise UnsupportedError("zarrpipe.engine reads no structured fields (fields=None)")
         request = self._request(request)
@@ -226,7 +242,19 @@ class ArrayEngine:
         prototype: Any = None,
         fields: Any = None,
     ) -> None:
-        """Writes `value` (broadcast to the selection's shape) into a basic or block request."""
+        """Writes `value` into the request's elements.
+
+        Args:
+            request: A basic or block `SelectionRequest`, or one `(start, stop)` pair per axis.
+            value: A scalar or an array, broadcast like NumPy to the selection's shape.
+            prototype: Accepted for the engine protocol.
+            fields: Structured fields; only None is supported.
+
+        Raises:
+            UnsupportedError: Orthogonal, coordinate or mask requests, or `fields`.
+            IndexError: A selection out of range.
+            ValueError: `value` does not broadcast to the selection.
+        """
         if fields is not None:
             raise UnsupportedError("zarrpipe.engine writes no structured fields (fields=None)")
         request = self._request(request)
