@@ -804,6 +804,22 @@ def _fancy_reads_and_writes(a: Any, data: np.ndarray, loc: Location) -> None:
     assert_values(values(reopen(loc, DEFAULT)), mirror, "after fancy writes, default")
 
 
+def test_custom_codec_class_warns(tmp_path):
+    """A codec class that is not zarr-python's own runs in zarr-python's pipeline, with a
+    FallbackWarning naming it (never silently)."""
+    from zarr.codecs import ZstdCodec
+
+    class MyZstd(ZstdCodec):
+        pass
+
+    MyZstd.__module__ = "my_codecs"
+    with pytest.warns(zarrpipe.FallbackWarning, match="my_codecs.*MyZstd"):
+        a = create(Location("local", tmp_path), OURS, shape=(6,), chunks=(2,), dtype="i4",
+                   compressors=[MyZstd()])  # fmt: skip
+    a[...] = np.arange(6, dtype="i4")
+    assert_values(values(a), np.arange(6, dtype="i4"), "custom codec class")
+
+
 def test_local_store_moved(tmp_path):
     """`LocalStore.move`: reads and writes follow the store to its new root."""
     import asyncio

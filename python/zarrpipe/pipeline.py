@@ -95,10 +95,12 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
 def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     """The engine array for `metadata`, reading and writing `store` itself when it can
     reach it, or None (with a warning) when zarrpipe cannot handle this array."""
-    if isinstance(metadata, ArrayV3Metadata) and _custom_codec(metadata.codecs) is not None:
-        # The user configured their own codec class: honour it, quietly.
-        return None
-    if _native_dtype(metadata) is None:
+    custom = _custom_codec(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else None
+    if custom is not None:
+        # The user configured their own codec class: honour it (and say so).
+        cls = type(custom)
+        reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
+    elif _native_dtype(metadata) is None:
         reason = f"data type {metadata.dtype} is not a native-endian fixed-size number or bool"
     else:
         try:
