@@ -10,6 +10,8 @@ use pyo3::exceptions::{
     PyPermissionError, PyTimeoutError, PyValueError,
 };
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::{create_exception, PyErr};
 use zarrpipe_codecs::Error;
 
@@ -18,18 +20,6 @@ create_exception!(
     ZarrpipeError,
     PyException,
     "Base class of zarrpipe's own errors."
-);
-create_exception!(
-    zarrpipe,
-    DecodeError,
-    ZarrpipeError,
-    "A chunk's bytes do not decode to what the array's metadata promises (corrupt or truncated data)."
-);
-create_exception!(
-    zarrpipe,
-    ChecksumError,
-    DecodeError,
-    "A crc32c checksum does not match the data it guards."
 );
 create_exception!(
     zarrpipe,
@@ -44,6 +34,64 @@ create_exception!(
     "Valid Zarr that zarrpipe cannot read: a codec or data type it does not support."
 );
 
+// `DecodeError` is also a `ValueError`, as numcodecs' and zarr-python's errors for bad data
+// are, so code written against zarr-python keeps catching it. `create_exception!` takes one
+// base, so these two classes are made at run time.
+static DECODE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static CHECKSUM_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn new_class<'py>(
+    py: Python<'py>,
+    name: &str,
+    bases: Bound<'py, PyTuple>,
+    doc: &str,
+) -> PyResult<Py<PyType>> {
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "zarrpipe")?;
+    namespace.set_item("__doc__", doc)?;
+    let class = py.get_type::<PyType>().call1((name, bases, namespace))?;
+    Ok(class.cast_into::<PyType>()?.unbind())
+}
+
+fn decode_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    let class = DECODE_ERROR.get_or_try_init(py, || {
+        let bases = PyTuple::new(
+            py,
+            [py.get_type::<ZarrpipeError>(), py.get_type::<PyValueError>()],
+        )?;
+        new_class(
+            py,
+            "DecodeError",
+            bases,
+            "A chunk's bytes do not decode to what the array's metadata promises (corrupt or \
+             truncated data). Also a ValueError.",
+        )
+    })?;
+    Ok(class.bind(py))
+}
+
+fn checksum_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    let class = CHECKSUM_ERROR.get_or_try_init(py, || {
+        let bases = PyTuple::new(py, [decode_error(py)?.clone()])?;
+        new_class(
+            py,
+            "ChecksumError",
+            bases,
+            "A checksum does not match the data it guards.",
+        )
+    })?;
+    Ok(class.bind(py))
+}
+
+/// An instance of one of the run-time classes above (a plain `ZarrpipeError` if the class
+/// could not be made, which only a broken interpreter does).
+fn raise(class: fn(Python<'_>) -> PyResult<&Bound<'_, PyType>>, msg: String) -> PyErr {
+    Python::attach(|py| match class(py) {
+        Ok(t) => PyErr::from_type(t.clone(), msg),
+        Err(_) => ZarrpipeError::new_err(msg),
+    })
+}
+
 /// Converts an engine error into the Python exception DESIGN.md assigns to it.
 pub fn to_pyerr(err: Error) -> PyErr {
     let msg = err.to_string();
@@ -53,8 +101,9 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::InvalidArgument(_) => PyValueError::new_err(msg),
         Error::Unsupported(_) => UnsupportedError::new_err(msg),
         Error::Metadata { .. } => MetadataError::new_err(msg),
-        Error::Corrupt { .. } => DecodeError::new_err(msg),
-        Error::Checksum { .. } => ChecksumError::new_err(msg),
+        Error::Corrupt { .. } => raise(decode_error, msg),
+        Error::Checksum { .. } => raise(checksum_error, msg),
+        Error::Encode { .. } => PyValueError::new_err(msg),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::ReadOnly(_) => PyPermissionError::new_err(msg),
         Error::Exists(_) => PyFileExistsError::new_err(msg),
@@ -71,8 +120,8 @@ pub fn to_pyerr(err: Error) -> PyErr {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("ZarrpipeError", py.get_type::<ZarrpipeError>())?;
-    m.add("DecodeError", py.get_type::<DecodeError>())?;
-    m.add("ChecksumError", py.get_type::<ChecksumError>())?;
+    m.add("DecodeError", decode_error(py)?)?;
+    m.add("ChecksumError", checksum_error(py)?)?;
     m.add("MetadataError", py.get_type::<MetadataError>())?;
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
     Ok(())

@@ -31,6 +31,11 @@ pub enum Error {
     #[error("chunk {key:?} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
 
+    /// Values a codec cannot represent (out of its range, not exactly divisible...): the
+    /// data handed to a write, not the store, is at fault.
+    #[error("cannot encode chunk {key:?}: {reason}")]
+    Encode { key: String, reason: String },
+
     /// A checksum (crc32c; numcodecs' adler32, fletcher32) that does not match the data it
     /// guards.
     #[error("chunk {key:?} failed its checksum check{detail}")]
@@ -80,7 +85,9 @@ impl Error {
     #[must_use]
     pub fn key(&self) -> Option<&str> {
         match self {
-            Self::Corrupt { key, .. } | Self::Checksum { key, .. } | Self::Storage { key, .. } => {
+            Self::Corrupt { key, .. }
+            | Self::Encode { key, .. }
+            | Self::Checksum { key, .. } | Self::Storage { key, .. } => {
                 Some(key)
             }
             Self::Metadata { path, .. } => Some(path),

@@ -41,6 +41,7 @@ _Selection: TypeAlias = _Selector | tuple[_Selector, ...]
 
 class _SelectionReader:
     def __getitem__(self, selection: _Selection, /) -> Tensor: ...
+    def __setitem__(self, selection: _Selection, value: npt.ArrayLike, /) -> None: ...
 
 _ChunkIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
 
@@ -53,12 +54,14 @@ class ZarrpipeError(Exception):
     otherwise.
     """
 
-class DecodeError(ZarrpipeError):
+class DecodeError(ZarrpipeError, ValueError):
     """A chunk's bytes do not decode to what the array's metadata promises (corrupt or
-    truncated data). The message names the chunk's key."""
+    truncated data). The message names the chunk's key. It is also a `ValueError`, as
+    numcodecs' and zarr-python's errors for bad data are."""
 
 class ChecksumError(DecodeError):
-    """A crc32c checksum does not match the data it guards (a chunk's, or a shard index's)."""
+    """A checksum does not match the data it guards (crc32c of a chunk or a shard index,
+    numcodecs' adler32 or fletcher32)."""
 
 class MetadataError(ZarrpipeError):
     """Array or group metadata that does not parse or breaks the Zarr spec."""
@@ -334,17 +337,20 @@ class Array:
     @property
     def oindex(self) -> _SelectionReader:
         """Orthogonal selections: per axis an integer, a slice, a 1-d integer array (any
-        order, repeats) or a 1-d boolean mask; `arr.oindex[[3, 1], :, ::2]`."""
+        order, repeats) or a 1-d boolean mask; `arr.oindex[[3, 1], :, ::2]`. Reads and
+        writes (`arr.oindex[[3, 1], :] = v`)."""
     @property
     def vindex(self) -> _SelectionReader:
         """Coordinate selections: integer arrays broadcast together, or one boolean mask of
-        the array's shape; `arr.vindex[rows, cols]`, `arr.vindex[mask]`."""
+        the array's shape; `arr.vindex[rows, cols]`, `arr.vindex[mask]`. Reads and writes;
+        a position selected twice keeps the last value, as in NumPy."""
     @property
     def blocks(self) -> _SelectionReader:
         """Block selections over the stored chunk grid (the shards of a sharded array):
-        integers and step-1 slices of blocks; `arr.blocks[0, 1:3]`."""
+        integers and step-1 slices of blocks; `arr.blocks[0, 1:3]`. Reads and writes."""
     def _read_pick(self, factors: Any, shape: Any) -> Tensor: ...
     def _read_pick_into(self, factors: Any, shape: Any, out: Any) -> None: ...
+    def _write_pick(self, factors: Any, shape: Any, value: Any) -> None: ...
     def read(self, selection: _Selection | None = None) -> Tensor:
         """Reads a selection into a fresh Tensor.
 
@@ -414,20 +420,23 @@ class Array:
         """Writes values into a selection.
 
         Chunks the write covers are encoded from the new values alone; others are read,
-        updated and re-encoded. Local chunk files are replaced atomically, object-store
-        values with one PUT each; chunks left all fill value are deleted unless
-        `write_empty_chunks`. The store's chunk cache forgets the chunks written.
+        updated and re-encoded, in parallel, each stored as soon as it is encoded. Local
+        chunk files are replaced atomically, object-store values with one PUT each; chunks
+        left all fill value are deleted unless `write_empty_chunks`. The store's chunk cache
+        forgets the chunks written. A position selected twice (an index array with
+        repeats) keeps the last value, as in NumPy.
 
         Args:
-            selection: As for `read`; None writes everything.
+            selection: As for `read`: any kind NumPy's basic and advanced indexing takes;
+                None writes everything.
             value: A scalar or an array, broadcast like NumPy to the selection's shape and
                 converted to the array's dtype (as NumPy's `astype` does).
 
         Raises:
             PermissionError: The store is read-only.
             ValueError: `value` does not broadcast to the selection, or does not convert.
-            IndexError: An integer out of range, a slice step other than 1.
-            TypeError: A selection of a kind zarrpipe does not read.
+            IndexError: An index out of range, or index arrays that do not broadcast.
+            TypeError: A selection that is no kind of index.
             DecodeError: A chunk the write must update does not decode.
             OSError: The store fails.
         """

@@ -88,7 +88,7 @@ pub fn json_scalar(codec: &str, v: &Value, t: ElementType) -> Result<Val, CodecE
 
 fn out_of_range(t: ElementType) -> CodecError {
     CodecError::Other(format!(
-        "scale_offset produced a value outside the range of {t}"
+        "scale_offset produced a value outside the range of dtype {t}"
     ))
 }
 
@@ -161,7 +161,7 @@ impl Transform for ScaleOffset {
                 (Val::Int(x), Val::Int(o), Val::Int(s)) => {
                     if x % s != 0 {
                         return Err(CodecError::Other(format!(
-                            "scale_offset: {x} is not divisible by scale {s}"
+                            "scale_offset: {x} divided by scale {s} leaves a non-zero remainder"
                         )));
                     }
                     let y = x / s + o;
