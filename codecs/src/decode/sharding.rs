@@ -200,7 +200,7 @@ pub fn inner_parts(spec: &Sharding, placement: &Placement) -> Vec<InnerPart> {
         .map(|(w, &s)| w.start / s..w.end.div_ceil(s))
         .collect();
     let mut parts = Vec::new();
-    for_each_inner(&ranges, |coord| {
+    crate::plan::for_each_index(&ranges, |coord| {
         let origin: Vec<u64> = coord
             .iter()
             .zip(&spec.inner_shape)
@@ -276,23 +276,5 @@ pub fn decode_shard(
         parts.par_iter().try_for_each(one)
     } else {
         parts.iter().try_for_each(one)
-    }
-}
-
-fn for_each_inner(ranges: &[std::ops::Range<u64>], mut f: impl FnMut(&[u64])) {
-    if ranges.iter().any(|r| r.start >= r.end) {
-        return;
-    }
-    let mut coord: Vec<u64> = ranges.iter().map(|r| r.start).collect();
-    'outer: loop {
-        f(&coord);
-        for axis in (0..ranges.len()).rev() {
-            coord[axis] += 1;
-            if coord[axis] < ranges[axis].end {
-                continue 'outer;
-            }
-            coord[axis] = ranges[axis].start;
-        }
-        return;
     }
 }
