@@ -106,14 +106,6 @@ impl Array {
         }
     }
 
-    fn region(&self, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Region> {
-        let selectors = match selection {
-            Some(s) => selection::parse(s)?,
-            None => Vec::new(),
-        };
-        Region::resolve(&self.array.info.shape, &selectors).map_err(to_pyerr)
-    }
-
     /// A read request for a Python selection with NumPy's semantics: integers, step-1
     /// slices and `...` parse here into a region; anything else (steps, `None`, index
     /// arrays, masks) goes through `zarrpipe._selection.numpy_pick`.
@@ -272,20 +264,63 @@ impl Array {
         Ok(())
     }
 
-    /// Writes `value` (broadcast like NumPy) into a selection.
+    /// Writes `value` (broadcast like NumPy) into a selection of any kind.
     pub fn write_selection(
         &self,
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let region = self.region(selection)?;
+        let request = self.request(selection)?;
+        self.write_request(py, request, value)
+    }
+
+    /// `value` as a read-only NumPy array of the array's dtype broadcast to `shape`.
+    fn broadcast_value<'py>(
+        &self,
+        value: &Bound<'py, PyAny>,
+        shape: &[u64],
+    ) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let py = value.py();
         let np = py.import("numpy")?;
         let dtype = numpy_dtype(py, self.array.info.dtype)?;
         let value = np.call_method1("asarray", (value, &dtype))?;
-        let shape = PyTuple::new(py, &region.out_shape)?;
-        let value = np.call_method1("broadcast_to", (value, shape))?;
-        let value = value.cast::<PyUntypedArray>()?.clone();
+        let value = np.call_method1("broadcast_to", (value, PyTuple::new(py, shape)?))?;
+        Ok(value.cast::<PyUntypedArray>()?.clone())
+    }
+
+    fn write_request(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        let write_empty = self.write_empty_chunks;
+        let region = match request {
+            Request::Region(region) => region,
+            Request::Pick(pick, shape) => {
+                // The values in C order of the selection's result (a copy only when the
+                // value is broadcast or not C-contiguous).
+                let value = self.broadcast_value(value, &shape)?;
+                let value = py
+                    .import("numpy")?
+                    .call_method1("ascontiguousarray", (value,))?
+                    .cast::<PyUntypedArray>()?
+                    .clone();
+                let (ptr, layout) = numpy_layout(&value, false)?;
+                // SAFETY: `value` is a C-contiguous array we hold until the write returns;
+                // nothing else can see it (a fresh copy or the caller's read-only view).
+                let src = unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
+                run(py, move || {
+                    array.write_pick(&pick, &src, write_empty, cache.as_deref())
+                })?;
+                drop(value);
+                return Ok(());
+            }
+        };
+        let value = self.broadcast_value(value, &region.out_shape)?;
         let (ptr, layout) = numpy_layout(&value, false)?;
         // Strides per array axis: an integer-selected axis has one element (stride 0).
         let mut kept = layout.strides.iter();
@@ -304,9 +339,6 @@ impl Array {
         // reference to this broadcast view, and NumPy made it read-only).
         let src = unsafe { SrcPtr::new(ptr, layout.len) };
         let base = layout.base;
-        let array = self.array.clone();
-        let cache = self.cache.clone();
-        let write_empty = self.write_empty_chunks;
         run(py, move || {
             let items = array.plan_write(&region, &strides, base)?;
             array
@@ -576,6 +608,18 @@ impl Array {
     ) -> PyResult<()> {
         let request = self.pick_request(factors, shape)?;
         self.read_request_into(py, request, out)
+    }
+
+    /// Writes `value` to a pick made by `zarrpipe._selection` (`oindex`/`vindex` writes).
+    fn _write_pick(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = self.pick_request(factors, shape)?;
+        self.write_request(py, request, value)
     }
 
     fn __setitem__(

@@ -12,6 +12,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::decode::placement::OutPtr;
+use zarrpipe_codecs::first_touch;
 use zarrpipe_codecs::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::store::Store as EngineStore;
@@ -40,6 +41,35 @@ pub struct PipelineArray {
 }
 
 /// A NumPy array's memory as the engine sees it: (lowest byte address, layout).
+/// The bytes of the output (from the layout's pointer) that the requests write: from the
+/// first element of the first box to the last of the last, when all strides are positive.
+fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops::Range<usize>> {
+    if layout.strides.iter().any(|&s| s <= 0) {
+        return None;
+    }
+    let mut span: Option<std::ops::Range<usize>> = None;
+    for (_, _, out_sel) in requests {
+        if out_sel.len() != layout.strides.len() || out_sel.iter().any(|&(a, b)| a >= b) {
+            continue;
+        }
+        let offset = |pick: &dyn Fn(u64, u64) -> u64| -> usize {
+            out_sel
+                .iter()
+                .zip(&layout.strides)
+                .map(|(&(a, b), &s)| pick(a, b) as usize * s as usize)
+                .sum::<usize>()
+                + layout.base
+        };
+        let lo = offset(&|a, _| a);
+        let hi = offset(&|_, b| b - 1) + layout.elem;
+        span = Some(match span {
+            Some(r) => r.start.min(lo)..r.end.max(hi),
+            None => lo..hi,
+        });
+    }
+    span.filter(|r| r.end <= layout.len)
+}
+
 pub(crate) fn numpy_layout(
     array: &Bound<'_, PyUntypedArray>,
     writable: bool,
@@ -168,6 +198,7 @@ impl PipelineArray {
         }
         let (ptr, layout) = numpy_layout(out, true)?;
         let chunk_shape = self.array.stored_chunk_shape().to_vec();
+        let span = written_span(&requests, &layout);
         let plans = requests
             .into_iter()
             .map(|(key, sel, out_sel)| {
@@ -181,7 +212,15 @@ impl PipelineArray {
         // detached; the checked plan keeps every write inside it, chunks disjoint.
         let out = unsafe { OutPtr::new(ptr, layout.len) };
         let array = self.array.clone();
+        let first_touch = span.map(|r| (ptr as usize + r.start, r.len()));
         run(py, move || {
+            if let Some((at, len)) = first_touch {
+                // zarr-python's output comes from `np.empty`: fault it in the way zarrpipe
+                // faults its own buffers (see `first_touch`), or its first touch, page by
+                // page in the decoding threads, can cost seconds on a VM.
+                // SAFETY: inside `out`, which we hold and Python does not touch meanwhile.
+                unsafe { first_touch::populate_keeping(at as *mut u8, len) };
+            }
             let enc = bytes_list(&encoded);
             let source = enc.as_deref().map_or(Source::Store, Source::Supplied);
             array.read_plan(&plans, &out, source, None)
@@ -253,7 +292,7 @@ impl PipelineArray {
             .map(|w| match w {
                 _ if store_them => None,
                 Written::Bytes(b) => Some(PyBytes::new(py, &b)),
-                Written::Deleted => None,
+                Written::Stored(_) | Written::Deleted => None,
             })
             .collect())
     }

@@ -465,6 +465,32 @@ def test_every_request_kind_with_and_without_out(tmp_path, monkeypatch, name):
         assert_values(out, want, f"out= {request.kind}")
 
 
+@pytest.mark.parametrize("name", ["v3-2d-ragged-zstd", "v3-sharded", "v2-zstd"])
+def test_writes_of_every_request_kind(tmp_path, name):
+    z, data = make(tmp_path, name)
+    engine = engine_for(tmp_path, z)
+    want = np.array(data)
+    stored = z.shards or z.chunks
+    for k, (request, _) in enumerate(_requests(data, z.chunks)):
+        if request.kind == "block":  # block (1, 0:2) of the stored grid
+            sel: Any = np.s_[stored[0] : 2 * stored[0], : 2 * stored[1]]
+        else:
+            sel = request.selection
+        if request.kind == "orthogonal":
+            rows, cols = request.selection
+            idx = np.ix_(np.asarray(rows), np.arange(data.shape[1])[cols])
+            shape = want[idx].shape
+        else:
+            idx = sel
+            shape = want[sel].shape
+        value = (np.arange(np.prod(shape)) + 100 * k).reshape(shape).astype(data.dtype)
+        want[idx] = value
+        engine.write_selection(request, value)
+        assert_values(engine.read_selection([(0, n) for n in data.shape]), want, request.kind)
+    got = np.asarray(zarr.open_array(store=str(tmp_path), path=z.path, mode="r")[...])
+    assert_values(got.astype(got.dtype.newbyteorder("=")), want, "zarr-python")
+
+
 def test_async_engine_and_hierarchy(tmp_path):
     import asyncio
 
@@ -493,8 +519,6 @@ def test_unsupported_requests_raise(tmp_path):
     z, data = make(tmp_path, "v3-2d-ragged-zstd")
     engine = engine_for(tmp_path, z)
     rows = SelectionRequest("coordinate", ([0], [0]), data.shape)
-    with pytest.raises(UnsupportedError, match="basic and block"):
-        engine.write_selection(rows, 1.0)
     with pytest.raises(UnsupportedError, match="fields"):
         engine.read_selection(rows, fields=["a"])
     with pytest.raises(UnsupportedError, match="'fancy'"):

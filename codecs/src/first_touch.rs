@@ -144,6 +144,23 @@ fn count(mode: u8, nanos: u64) {
 /// `ptr..ptr + len` must be memory this caller owns, not yet initialised and not yet shared
 /// with any other thread; its contents after the call are unspecified (zero or untouched).
 pub unsafe fn populate(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { populate_with(ptr, len, false) }
+}
+
+/// Like [`populate`], for a buffer a caller handed in (zarr-python's output array, made
+/// with `np.empty` and about to be filled): what it holds is kept. Where the kernel cannot
+/// populate in place (before Linux 5.14, or memory that is not anonymous), nothing is done
+/// and the pages fault as they are written.
+///
+/// # Safety
+/// `ptr..ptr + len` must be valid for writes.
+pub unsafe fn populate_keeping(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { populate_with(ptr, len, true) }
+}
+
+unsafe fn populate_with(ptr: *mut u8, len: usize, keep: bool) {
     if len < 16 * STEP || !cfg!(target_os = "linux") {
         return;
     }
@@ -176,7 +193,9 @@ pub unsafe fn populate(ptr: *mut u8, len: usize) {
             }
             let clock = Instant::now();
             // SAFETY: one step inside the caller's allocation, touched by this task only.
-            unsafe { sys::fault_in(at, STEP) };
+            if !unsafe { sys::fault_in(at, STEP, keep) } {
+                return;
+            }
             let nanos = u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
             count(mode, nanos);
             if policy == Policy::Adaptive {
@@ -208,28 +227,39 @@ mod sys {
         unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) };
     }
 
-    /// Allocates the pages of `addr..addr + len` now, writable.
-    pub unsafe fn fault_in(addr: usize, len: usize) {
+    /// Allocates the pages of `addr..addr + len` now, writable; false when that is not
+    /// possible without changing the contents and `keep` asks to keep them.
+    pub unsafe fn fault_in(addr: usize, len: usize, keep: bool) -> bool {
         if POPULATE_WORKS.load(Ordering::Relaxed) {
-            // SAFETY: caller's range. POPULATE_WRITE maps zeroed pages, as a write would.
+            // SAFETY: caller's range. POPULATE_WRITE maps zeroed pages where none are,
+            // as a write would, and leaves present ones (and their contents) alone.
             let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
             if rc == 0 {
-                return;
+                return true;
+            }
+            if keep {
+                // Maybe only this memory (file-backed, read-only): do not judge the kernel.
+                return false;
             }
             POPULATE_WORKS.store(false, Ordering::Relaxed);
+        } else if keep {
+            return false;
         }
         for page in (addr..addr + len).step_by(4096) {
             // SAFETY: inside the caller's range, which nobody else reads or writes yet;
             // the byte's value does not matter (it is overwritten by the decode).
             unsafe { std::ptr::write_volatile(page as *mut u8, 0) };
         }
+        true
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 mod sys {
     pub unsafe fn advise(_: usize, _: usize, _: bool) {}
-    pub unsafe fn fault_in(_: usize, _: usize) {}
+    pub unsafe fn fault_in(_: usize, _: usize, _: bool) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -259,6 +289,15 @@ mod tests {
         }
         c.record(1, 6_000_000);
         assert_eq!(c.mode(), 0, "base pages not tried for a while: try again");
+    }
+
+    #[test]
+    fn populating_a_callers_buffer_keeps_what_it_holds() {
+        let len = 40 << 20;
+        let mut v: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        // SAFETY: `v` is ours and valid for writes.
+        unsafe { populate_keeping(v.as_mut_ptr(), len) };
+        assert!(v.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
     }
 
     #[test]

@@ -29,14 +29,14 @@ const SCRATCH_BYTES: usize = 64 << 20;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Group {
     /// Chunk coordinates along the factor's axes.
-    chunk: Vec<u64>,
+    pub chunk: Vec<u64>,
     /// Bounding box of the wanted elements, chunk-relative, per factor axis.
-    lo: Vec<u64>,
-    hi: Vec<u64>,
+    pub lo: Vec<u64>,
+    pub hi: Vec<u64>,
     /// Output positions along the factor, and their chunk-relative coordinates
     /// (row-major: position, factor axis).
-    pos: Vec<u64>,
-    local: Vec<u64>,
+    pub pos: Vec<u64>,
+    pub local: Vec<u64>,
 }
 
 impl Group {
@@ -137,11 +137,11 @@ pub(crate) fn check_partition(factors: &[Factor], groups: &[Vec<Group>]) -> Resu
 }
 
 /// One touched chunk: which group of each factor it combines.
-struct Item {
-    groups: Vec<usize>,
+pub(crate) struct Item {
+    pub groups: Vec<usize>,
     /// Per array axis: the wanted box in array coordinates.
-    bbox: Vec<Range<u64>>,
-    bytes: usize,
+    pub bbox: Vec<Range<u64>>,
+    pub bytes: usize,
 }
 
 impl Array {
@@ -254,7 +254,7 @@ impl Array {
     }
 
     /// Every touched chunk (a combination of one group per factor) and its box.
-    fn items(
+    pub(crate) fn items(
         &self,
         factors: &[Factor],
         groups: &[Vec<Group>],
@@ -368,69 +368,104 @@ fn gather_item(
     elem: usize,
 ) -> Result<()> {
     let extent: Vec<u64> = item.bbox.iter().map(|r| r.end - r.start).collect();
-    let src_strides = c_strides(&extent, elem);
-    // Per factor: (output byte offset, box byte offset) of each of its positions here.
-    let mut entries: Vec<Vec<(usize, usize)>> = Vec::with_capacity(factors.len());
-    for ((f, gs), &g) in factors.iter().zip(groups).zip(&item.groups) {
-        let group = &gs[g];
-        let k = f.axes().len();
-        let k_stride = out_strides[entries.len()] as usize;
-        let list = group
-            .pos
-            .iter()
-            .zip(group.local.chunks_exact(k))
-            .map(|(&p, local)| {
-                let s: usize = local
-                    .iter()
-                    .zip(f.axes())
-                    .enumerate()
-                    .map(|(t, (&l, &a))| (l - group.lo[t]) as usize * src_strides[a] as usize)
-                    .sum();
-                (p as usize * k_stride, s)
-            })
-            .collect();
-        entries.push(list);
-    }
-    let internal = |_| Error::Internal("gather outside its buffers".into());
-    let Some(last) = entries.pop() else {
-        // A 0-d array: one element.
-        return out
-            .write(0, src.get(..elem).unwrap_or_default())
-            .map_err(internal);
+    let box_strides = c_strides(&extent, elem);
+    let runs = Runs {
+        factors,
+        groups,
+        item_groups: &item.groups,
+        out_strides,
+        elem,
     };
-    // Runs of the innermost factor that are contiguous on both sides: one copy each.
-    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-    for (d, s) in last {
-        match runs.last_mut() {
-            Some((rd, rs, n)) if *rd + *n == d && *rs + *n == s => *n += elem,
-            _ => runs.push((d, s, elem)),
+    runs.for_each(&box_strides, true, |d, s, n| {
+        let piece = src
+            .get(s..s + n)
+            .ok_or_else(|| Error::Internal("gather outside its box".into()))?;
+        out.write(d, piece)
+            .map_err(|_| Error::Internal("gather outside its buffers".into()))
+    })
+}
+
+/// The elements of one touched chunk: which output positions (C order, `out_strides`) go
+/// to which positions of the chunk.
+pub(crate) struct Runs<'a> {
+    pub factors: &'a [Factor],
+    pub groups: &'a [Vec<Group>],
+    /// The group of each factor that this chunk combines.
+    pub item_groups: &'a [usize],
+    pub out_strides: &'a [isize],
+    pub elem: usize,
+}
+
+impl Runs<'_> {
+    /// Calls `f(output offset, chunk offset, bytes)` for each run of elements contiguous on
+    /// both sides, in output order (so of repeated positions the last one comes last). Chunk
+    /// offsets use `strides` per array axis from the box of wanted elements (`from_box`) or
+    /// from the chunk's origin.
+    pub fn for_each(
+        &self,
+        strides: &[isize],
+        from_box: bool,
+        mut f: impl FnMut(usize, usize, usize) -> Result<()>,
+    ) -> Result<()> {
+        let elem = self.elem;
+        // Per factor: (output byte offset, chunk byte offset) of each of its positions here.
+        let mut entries: Vec<Vec<(usize, usize)>> = Vec::with_capacity(self.factors.len());
+        for ((f, gs), &g) in self.factors.iter().zip(self.groups).zip(self.item_groups) {
+            let group = &gs[g];
+            let k = f.axes().len();
+            let k_stride = self.out_strides[entries.len()] as usize;
+            let list = group
+                .pos
+                .iter()
+                .zip(group.local.chunks_exact(k))
+                .map(|(&p, local)| {
+                    let s: usize = local
+                        .iter()
+                        .zip(f.axes())
+                        .enumerate()
+                        .map(|(t, (&l, &a))| {
+                            let l = if from_box { l - group.lo[t] } else { l };
+                            l as usize * strides[a] as usize
+                        })
+                        .sum();
+                    (p as usize * k_stride, s)
+                })
+                .collect();
+            entries.push(list);
         }
-    }
-    let outer: Vec<Range<u64>> = entries.iter().map(|e| 0..e.len() as u64).collect();
-    let mut result = Ok(());
-    for_each_index(&outer, |combo| {
-        if result.is_err() {
-            return;
-        }
-        let (mut d0, mut s0) = (0usize, 0usize);
-        for (e, &j) in entries.iter().zip(combo) {
-            let (d, s) = e[j as usize];
-            d0 += d;
-            s0 += s;
-        }
-        for &(d, s, n) in &runs {
-            let piece = src.get(s0 + s..s0 + s + n);
-            let Some(piece) = piece else {
-                result = Err(Error::Internal("gather outside its box".into()));
-                return;
-            };
-            if let Err(e) = out.write(d0 + d, piece) {
-                result = Err(internal(e));
-                return;
+        let Some(last) = entries.pop() else {
+            // A 0-d array: one element.
+            return f(0, 0, elem);
+        };
+        // Runs of the innermost factor that are contiguous on both sides: one copy each.
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+        for (d, s) in last {
+            match runs.last_mut() {
+                Some((rd, rs, n)) if *rd + *n == d && *rs + *n == s => *n += elem,
+                _ => runs.push((d, s, elem)),
             }
         }
-    });
-    result
+        let outer: Vec<Range<u64>> = entries.iter().map(|e| 0..e.len() as u64).collect();
+        let mut result = Ok(());
+        for_each_index(&outer, |combo| {
+            if result.is_err() {
+                return;
+            }
+            let (mut d0, mut s0) = (0usize, 0usize);
+            for (e, &j) in entries.iter().zip(combo) {
+                let (d, s) = e[j as usize];
+                d0 += d;
+                s0 += s;
+            }
+            for &(d, s, n) in &runs {
+                if let Err(e) = f(d0 + d, s0 + s, n) {
+                    result = Err(e);
+                    return;
+                }
+            }
+        });
+        result
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! Writing: every stored chunk (or shard) a write touches is rebuilt — read, updated and
 //! encoded, or built from the fill value when the write covers all of it in bounds
-//! ("complete", as zarr-python decides) — in parallel on the pool, then stored: local files
-//! replaced atomically, object-store values put whole (PUT is atomic there), chunks that
-//! end up all fill value deleted unless `write_empty_chunks`. A failed write leaves every
-//! chunk either old or new, never torn.
+//! ("complete", as zarr-python decides) — in parallel on the pool, and stored as soon as it
+//! is encoded, so memory holds a few chunks, not the whole write: local files replaced
+//! atomically, object-store values put whole (PUT is atomic there), chunks that end up all
+//! fill value deleted unless `write_empty_chunks`. A failed write leaves every chunk either
+//! old or new, never torn (chunks stored before the failure keep their new values).
 
 use std::num::NonZeroU64;
 use std::ops::Range;
@@ -58,7 +59,18 @@ impl SrcPtr {
         Self { ptr, len }
     }
 
-    fn get(&self, offset: usize, n: usize) -> Result<&[u8]> {
+    /// Bytes of source values.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn get(&self, offset: usize, n: usize) -> Result<&[u8]> {
         match offset.checked_add(n) {
             // SAFETY: in bounds of the memory `new` vouched for.
             Some(end) if end <= self.len => {
@@ -72,8 +84,10 @@ impl SrcPtr {
 /// What became of one chunk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Written {
-    /// Encoded to these bytes (stored already when the array's store was written).
+    /// Encoded to these bytes, for a caller that stores them itself.
     Bytes(Vec<u8>),
+    /// Encoded to this many bytes and stored in the array's store.
+    Stored(usize),
     /// All fill value (and empty chunks are not written): deleted.
     Deleted,
 }
@@ -165,40 +179,96 @@ impl Array {
         if store_them {
             self.store.check_writable()?;
         }
-        let fill = self.info.fill_value.as_slice();
-        let one = |(i, item): (usize, &ChunkWrite)| -> Result<Written> {
+        let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        let sizes: Vec<u64> = items.iter().map(|i| i.chunk_shape.iter().product()).collect();
+        self.rebuild(&keys, &sizes, store_them, cache, |i| {
+            let item = &items[i];
             let chunk = self.updated_chunk(item, i, src, existing)?;
-            if !write_empty && all_fill(&chunk, fill, self.info.dtype) {
-                return Ok(Written::Deleted);
-            }
-            let bytes = self.encode(&chunk, &item.chunk_shape, &item.key)?;
-            Ok(Written::Bytes(self.in_subchunk_order(bytes, &item.key)?))
-        };
-        let results: Vec<Written> = if items.len() == 1 {
-            items.iter().enumerate().map(one).collect::<Result<_>>()?
+            self.finish(chunk, &item.chunk_shape, &item.key, write_empty)
+        })
+    }
+
+    /// Runs `rebuilt(i)` (the encoded chunk `keys[i]` of `elements[i]` elements, or None
+    /// when it is to be deleted) for every chunk in parallel; with `store_them` stores each
+    /// result as soon as it is made, and the chunk cache forgets every chunk written.
+    pub(crate) fn rebuild(
+        &self,
+        keys: &[&str],
+        elements: &[u64],
+        store_them: bool,
+        cache: Option<&ChunkCache>,
+        rebuilt: impl Fn(usize) -> Result<Option<Vec<u8>>> + Sync + Send,
+    ) -> Result<Vec<Written>> {
+        let n = keys.len();
+        let results = if !store_them {
+            map_indices(0..n, |i| Ok(rebuilt(i)?.map_or(Written::Deleted, Written::Bytes)))
+        } else if self.store.remote().is_some() {
+            self.store_in_groups(keys, elements, &rebuilt)
         } else {
-            items
-                .par_iter()
-                .enumerate()
-                .map(one)
-                .collect::<Result<_>>()?
+            // Local files and memory: each pool thread stores its chunk as soon as it has
+            // encoded it.
+            map_indices(0..n, |i| {
+                let value = rebuilt(i)?;
+                self.store.put_many(&[(keys[i], value.as_deref())])?;
+                Ok(value.map_or(Written::Deleted, |b| Written::Stored(b.len())))
+            })
         };
-        if store_them {
-            let ops: Vec<(&str, Option<&[u8]>)> = items
-                .iter()
-                .zip(&results)
-                .map(|(item, w)| match w {
-                    Written::Bytes(b) => (item.key.as_str(), Some(b.as_slice())),
-                    Written::Deleted => (item.key.as_str(), None),
-                })
-                .collect();
-            let stored = self.store.put_many(&ops);
-            if let Some(cache) = cache {
-                for item in items {
-                    cache.forget_chunk(&item.key);
-                }
+        if let Some(cache) = cache.filter(|_| store_them) {
+            for key in keys {
+                cache.forget_chunk(key);
             }
-            stored?;
+        }
+        results
+    }
+
+    /// A rebuilt chunk as it is stored: None when it is all fill value and empty chunks are
+    /// not written, else encoded (a shard's inner chunks in the configured order).
+    pub(crate) fn finish(
+        &self,
+        chunk: Vec<u8>,
+        shape: &[u64],
+        key: &str,
+        write_empty: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        if !write_empty && all_fill(&chunk, self.info.fill_value.as_slice(), self.info.dtype) {
+            return Ok(None);
+        }
+        let bytes = self.encode(&chunk, shape, key)?;
+        self.in_subchunk_order(bytes, key).map(Some)
+    }
+
+    /// Object stores: chunks are encoded a group at a time (the pool in parallel) and each
+    /// group is put with the store's concurrency, so memory holds one group, not the write.
+    fn store_in_groups(
+        &self,
+        keys: &[&str],
+        elements: &[u64],
+        rebuilt: &(dyn Fn(usize) -> Result<Option<Vec<u8>>> + Sync),
+    ) -> Result<Vec<Written>> {
+        const GROUP_BYTES: u64 = 256 << 20;
+        let elem = self.info.dtype.size() as u64;
+        let mut results = Vec::with_capacity(keys.len());
+        let mut start = 0;
+        while start < keys.len() {
+            let mut end = start;
+            let mut bytes = 0u64;
+            while end < keys.len() && (end == start || bytes < GROUP_BYTES) {
+                bytes = bytes.saturating_add(elements[end].saturating_mul(elem));
+                end += 1;
+            }
+            let group = map_indices(start..end, rebuilt)?;
+            let ops: Vec<(&str, Option<&[u8]>)> = keys[start..end]
+                .iter()
+                .zip(&group)
+                .map(|(key, v)| (*key, v.as_deref()))
+                .collect();
+            self.store.put_many(&ops)?;
+            results.extend(
+                group
+                    .iter()
+                    .map(|v| v.as_ref().map_or(Written::Deleted, |b| Written::Stored(b.len()))),
+            );
+            start = end;
         }
         Ok(results)
     }
@@ -212,40 +282,66 @@ impl Array {
         existing: Source<'_>,
     ) -> Result<Vec<u8>> {
         let elem = self.info.dtype.size();
-        let nbytes = checked_nbytes(&item.chunk_shape, elem)?;
-        let mut chunk = try_with_capacity(nbytes, &item.key)?;
         let whole = Placement::whole(&item.chunk_shape, elem);
-        if whole.want == item.want {
+        let mut chunk = if whole.want == item.want {
+            let nbytes = checked_nbytes(&item.chunk_shape, elem)?;
+            let mut chunk = try_with_capacity(nbytes, &item.key)?;
             chunk.resize(nbytes, 0);
+            chunk
+        } else if item.fresh {
+            self.filled_chunk(&item.chunk_shape, &item.key)?
         } else {
-            // SAFETY: `chunk` has capacity `nbytes`; the fill or the read below writes all of
-            // it, or fails.
-            let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
-            if item.fresh {
-                whole
-                    .fill(&out, &self.info.fill_value)
-                    .map_err(|e| DecodeError::from(e).at(&item.key))?;
-            } else {
-                let plan = ChunkPlan {
-                    key: item.key.clone(),
-                    index: None,
-                    placement: whole.clone(),
-                    out_box: item.chunk_shape.iter().map(|&d| 0..d).collect(),
-                };
-                let one;
-                let source = match existing {
-                    Source::Supplied(all) => {
-                        one = [all.get(i).copied().flatten()];
-                        Source::Supplied(&one)
-                    }
-                    Source::Store => Source::Store,
-                };
-                self.read_plan(std::slice::from_ref(&plan), &out, source, None)?;
-            }
-            // SAFETY: every byte was filled or decoded (errors returned above).
-            unsafe { chunk.set_len(nbytes) };
-        }
+            let one;
+            let source = match existing {
+                Source::Supplied(all) => {
+                    one = [all.get(i).copied().flatten()];
+                    Source::Supplied(&one)
+                }
+                Source::Store => Source::Store,
+            };
+            self.decoded_chunk(&item.chunk_shape, &item.key, source)?
+        };
         copy_in(&mut chunk, &whole.out_strides, item, src, elem)?;
+        Ok(chunk)
+    }
+
+    /// A whole chunk of the fill value, in C order.
+    pub(crate) fn filled_chunk(&self, shape: &[u64], key: &str) -> Result<Vec<u8>> {
+        let elem = self.info.dtype.size();
+        let nbytes = checked_nbytes(shape, elem)?;
+        let mut chunk = try_with_capacity(nbytes, key)?;
+        // SAFETY: `chunk` has capacity `nbytes`; the fill writes all of it, or fails.
+        let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+        Placement::whole(shape, elem)
+            .fill(&out, &self.info.fill_value)
+            .map_err(|e| DecodeError::from(e).at(key))?;
+        // SAFETY: every byte was filled.
+        unsafe { chunk.set_len(nbytes) };
+        Ok(chunk)
+    }
+
+    /// The whole chunk `key` decoded in C order (the fill value where it is missing), from
+    /// the store or the caller's bytes (`source` with one entry).
+    pub(crate) fn decoded_chunk(
+        &self,
+        shape: &[u64],
+        key: &str,
+        source: Source<'_>,
+    ) -> Result<Vec<u8>> {
+        let elem = self.info.dtype.size();
+        let nbytes = checked_nbytes(shape, elem)?;
+        let mut chunk = try_with_capacity(nbytes, key)?;
+        let plan = ChunkPlan {
+            key: key.to_owned(),
+            index: None,
+            placement: Placement::whole(shape, elem),
+            out_box: shape.iter().map(|&d| 0..d).collect(),
+        };
+        // SAFETY: `chunk` has capacity `nbytes`; the read writes all of it, or fails.
+        let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+        self.read_plan(std::slice::from_ref(&plan), &out, source, None)?;
+        // SAFETY: every byte was decoded or filled (errors returned above).
+        unsafe { chunk.set_len(nbytes) };
         Ok(chunk)
     }
 
@@ -281,8 +377,23 @@ impl Array {
                 self.zarrs.fill_value(),
                 &options,
             )
-            .map_err(|e| Error::corrupt(key, format!("encoding failed: {e}")))?;
+            .map_err(|e| Error::Encode {
+                key: key.to_owned(),
+                reason: e.to_string(),
+            })?;
         Ok(encoded.into_owned())
+    }
+}
+
+/// `f` over `range`, in parallel when it has several indices.
+pub(crate) fn map_indices<T: Send>(
+    range: Range<usize>,
+    f: impl Fn(usize) -> Result<T> + Sync + Send,
+) -> Result<Vec<T>> {
+    if range.len() == 1 {
+        range.map(f).collect()
+    } else {
+        range.into_par_iter().map(f).collect()
     }
 }
 

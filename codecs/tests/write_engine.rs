@@ -14,6 +14,7 @@ use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::create::{create_array, ArraySpec};
 use zarrpipe_codecs::decode::placement::c_strides;
+use zarrpipe_codecs::pick::{Factor, Pick};
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
@@ -242,4 +243,93 @@ fn created_metadata_round_trips_every_dtype() {
             assert_eq!((b.info.dtype, b.info.zarr_format), (dtype, 2));
         }
     }
+}
+
+/// Writes `values` (C order of the pick's result) to `pick` of `array`.
+fn write_pick(array: &Array, factors: Vec<Factor>, values: &[u16]) -> zarrpipe_codecs::Result<()> {
+    let pick = Pick::new(&array.info.shape, factors)?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    // SAFETY: `bytes` outlives the write and is not modified during it.
+    let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
+    array.write_pick(&pick, &src, false, None)
+}
+
+#[test]
+fn point_and_step_writes_scatter_into_the_chunks_they_touch() {
+    for shards in [None, Some(&[4u64, 6][..])] {
+        let ts = TestStore::new();
+        let a = create_array(&local(&ts), "a", &spec(&[8, 6], &[2, 3], shards), false).unwrap();
+        write(&a, &[], &(0..48).collect::<Vec<u16>>(), false);
+        let mut want: Vec<u16> = (0..48).collect();
+        // Points (1, 1), (6, 5), (1, 1) again: the last value of a repeated point stays.
+        write_pick(
+            &a,
+            vec![Factor::Points {
+                axes: vec![0, 1],
+                coords: vec![1, 1, 6, 5, 1, 1],
+            }],
+            &[100, 101, 102],
+        )
+        .unwrap();
+        want[6 + 1] = 102;
+        want[6 * 6 + 5] = 101;
+        // Every other row, backwards, times columns 4 and 0.
+        write_pick(
+            &a,
+            vec![
+                Factor::Step {
+                    axis: 0,
+                    start: 7,
+                    step: -2,
+                    count: 4,
+                },
+                Factor::Points {
+                    axes: vec![1],
+                    coords: vec![4, 0],
+                },
+            ],
+            &[200, 201, 202, 203, 204, 205, 206, 207],
+        )
+        .unwrap();
+        for (k, row) in [7usize, 5, 3, 1].into_iter().enumerate() {
+            want[row * 6 + 4] = 200 + 2 * k as u16;
+            want[row * 6] = 201 + 2 * k as u16;
+        }
+        assert_eq!(read_all(&a), want, "shards {shards:?}");
+        // Too few values is an error before anything is written.
+        let err = write_pick(
+            &a,
+            vec![Factor::Points {
+                axes: vec![0, 1],
+                coords: vec![0, 0],
+            }],
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert_eq!(read_all(&a), want);
+    }
+}
+
+#[test]
+fn a_point_write_leaves_untouched_chunks_unread() {
+    let ts = TestStore::new();
+    let a = create_array(&local(&ts), "a", &spec(&[8], &[2], None), false).unwrap();
+    write(&a, &[], &[1; 8], false);
+    // Garbage in chunks the write does not touch: reading any of them would fail.
+    ts.put("a/c/0", b"garbage");
+    ts.put("a/c/3", b"garbage");
+    write_pick(
+        &a,
+        vec![Factor::Points {
+            axes: vec![0],
+            coords: vec![3, 4],
+        }],
+        &[5, 6],
+    )
+    .unwrap();
+    ts.put("a/c/0", &std::fs::read(ts.root().join("a/c/2")).unwrap());
+    ts.put("a/c/3", &std::fs::read(ts.root().join("a/c/2")).unwrap());
+    let got = read_all(&a);
+    assert_eq!(&got[2..6], &[1, 5, 6, 1]);
 }

@@ -272,6 +272,9 @@ class OIndex:
     def __getitem__(self, key: Any) -> Any:
         return self._array._read_pick(*orthogonal_pick(self._array.shape, key))
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._array._write_pick(*orthogonal_pick(self._array.shape, key), value)
+
 
 class VIndex:
     """``array.vindex[...]``: coordinate selections (integer arrays broadcast together, or
@@ -284,6 +287,9 @@ class VIndex:
 
     def __getitem__(self, key: Any) -> Any:
         return self._array._read_pick(*numpy_pick(self._array.shape, key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._array._write_pick(*numpy_pick(self._array.shape, key), value)
 
 
 class BlockIndex:
@@ -298,3 +304,7 @@ class BlockIndex:
     def __getitem__(self, key: Any) -> Any:
         a = self._array
         return a.read(block_slices(a.shape, a.shards or a.chunks, key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        a = self._array
+        a.write(block_slices(a.shape, a.shards or a.chunks, key), value)

@@ -245,24 +245,25 @@ class ArrayEngine:
         """Writes `value` into the request's elements.
 
         Args:
-            request: A basic or block `SelectionRequest`, or one `(start, stop)` pair per axis.
-            value: A scalar or an array, broadcast like NumPy to the selection's shape.
+            request: A `SelectionRequest` of any kind, or one `(start, stop)` pair per axis.
+            value: A scalar or an array, broadcast like NumPy to the selection's shape. A
+                position selected twice keeps the last value, as in NumPy.
             prototype: Accepted for the engine protocol.
             fields: Structured fields; only None is supported.
 
         Raises:
-            UnsupportedError: Orthogonal, coordinate or mask requests, or `fields`.
-            IndexError: A selection out of range.
+            UnsupportedError: An unknown request kind, or `fields`.
+            IndexError: A selection out of range or that does not broadcast.
             ValueError: `value` does not broadcast to the selection.
         """
         if fields is not None:
             raise UnsupportedError("zarrpipe.engine writes no structured fields (fields=None)")
         request = self._request(request)
-        if request.kind not in ("basic", "block"):
-            raise UnsupportedError(
-                f"zarrpipe.engine writes basic and block requests, not {request.kind!r}"
-            )
-        self._array.write(self._basic(request), value)
+        pick = self._pick(request)
+        if pick is None:
+            self._array.write(self._basic(request), value)
+        else:
+            self._array._write_pick(*pick, value)
 
 
 class AsyncArrayEngine:
