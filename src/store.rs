@@ -177,8 +177,10 @@ impl Store {
             .detach(|| {
                 if location.contains("://") {
                     EngineStore::open_url(&location, &options, settings)
-                } else {
+                } else if read_only {
                     EngineStore::open_local(&location)
+                } else {
+                    EngineStore::open_local_creating(&location)
                 }
             })
             .map_err(to_pyerr)?

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -729,3 +730,19 @@ def test_killed_writers_leave_every_chunk_old_or_new(tmp_path, layout):
             # A temporary file a killed writer left: hidden, never a chunk key.
             assert Path(name).name.startswith(".") and name.endswith(".tmp"), name
             assert not CHUNK_KEY[fmt].fullmatch(name.replace("/.", "/")), name
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((100,), "i4"), ((5000, 5000), "f8"), ((512, 1024, 1024), "u2"), ((3, 1, 7), "u1"), ((0, 9), "f4")],
+)
+def test_chunks_none_guesses_as_zarr_python_does(tmp_path, shape, dtype):
+    arr = zarrpipe.Store(str(tmp_path)).create_array("a", shape=shape, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = zarr.create_array(store={}, shape=shape, dtype=dtype).chunks
+    assert arr.chunks == want
+    sharded = zarrpipe.Store(str(tmp_path)).create_array(
+        "s", shape=(4096, 4096), dtype="u2", shards=(2048, 2048)
+    )
+    assert all(s % c == 0 for s, c in zip(sharded.shards, sharded.chunks, strict=True))

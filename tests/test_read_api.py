@@ -247,8 +247,17 @@ def test_v3_fill_value_spellings(tmp_path, fill_json, dtype, want):
 
 
 def test_missing_store_dir(tmp_path):
+    missing = tmp_path / "does-not-exist" / "data.zarr"
     with pytest.raises(FileNotFoundError):
-        zarrpipe.Store(str(tmp_path / "does-not-exist"))
+        zarrpipe.Store(str(missing), mode="r")
+    assert not missing.parent.exists()
+    # Read-write (the default): created, as zarr-python's mode "a" creates what is missing.
+    store = zarrpipe.Store(str(missing))
+    assert missing.is_dir()
+    with pytest.raises(FileNotFoundError):
+        store.open_array("a")
+    store.create_array("a", shape=(3,), dtype="i2")[...] = [1, 2, 3]
+    np.testing.assert_array_equal(np.asarray(zarrpipe.Store(str(missing), mode="r").read("a")), [1, 2, 3])
 
 
 def test_missing_array_path(hierarchy):

@@ -87,6 +87,17 @@ impl Store {
         })
     }
 
+    /// A local directory store for reading and writing: a missing directory is created
+    /// (with its parents), as zarr-python's mode "a" creates what is not there.
+    pub fn open_local_creating(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        if !path.exists() {
+            std::fs::create_dir_all(path)
+                .map_err(|e| Error::storage(&path.display().to_string(), e))?;
+        }
+        Self::open_local(path)
+    }
+
     /// The same store, refusing writes (`mode="r"`).
     #[must_use]
     pub fn read_only(mut self, read_only: bool) -> Self {

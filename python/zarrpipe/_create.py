@@ -97,6 +97,32 @@ def _fill(value: Any, dtype: str) -> Any:
     return _number(float(value))
 
 
+# Chunk sizes guessed for `chunks=None`: the same targets as zarr-python's "auto" (and h5py's),
+# so an array made here chunks like one zarr-python makes.
+_CHUNK_BASE = 256 << 10
+_CHUNK_MIN = 128 << 10
+_CHUNK_MAX = 64 << 20
+
+
+def guess_chunks(shape: list[int], itemsize: int) -> list[int]:
+    """A chunk shape for an array (or a shard) of `shape`: the target size grows with the
+    array's, from 128 KiB to 64 MiB; axes are halved in turn until a chunk is near it."""
+    chunks = [max(int(n), 1) for n in shape]
+    total = math.prod(chunks) * itemsize
+    target = _CHUNK_BASE * 2 ** math.log10(max(total, 1) / (1 << 20))
+    target = min(max(target, _CHUNK_MIN), _CHUNK_MAX)
+    axis = 0
+    while chunks:
+        nbytes = math.prod(chunks) * itemsize
+        near = nbytes < target or abs(nbytes - target) / target < 0.5
+        if (near and nbytes < _CHUNK_MAX) or math.prod(chunks) == 1:
+            break
+        k = axis % len(chunks)
+        chunks[k] = -(-chunks[k] // 2)
+        axis += 1
+    return chunks
+
+
 def array_spec_json(
     *,
     shape: Any,
@@ -112,7 +138,8 @@ def array_spec_json(
 ) -> str:
     name, big_endian = _dtype(dtype)
     if chunks is None:
-        raise TypeError("create_array() needs chunks (the read chunk shape)")
+        within = _shape(shape, "shape") if shards is None else _shape(shards, "shards")
+        chunks = guess_chunks(within, 2 if name == "bfloat16" else np.dtype(name).itemsize)
     spec = {
         "shape": _shape(shape, "shape"),
         "dtype": name,

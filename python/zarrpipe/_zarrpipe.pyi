@@ -517,9 +517,9 @@ class Store:
         """Opens a store.
 
         Args:
-            path: A local directory (a path or a `file://` URL; it must exist), or an object
-                store URL: `s3://bucket/prefix`, `gs://bucket/prefix`,
-                `az://container/prefix`, `http(s)://host/path`.
+            path: A local directory (a path or a `file://` URL; created with its parents if
+                missing, unless `mode="r"`), or an object store URL: `s3://bucket/prefix`,
+                `gs://bucket/prefix`, `az://container/prefix`, `http(s)://host/path`.
             mode: `"a"` (or `"r+"`): read and write, the default except for http(s)://
                 stores; `"r"`: read-only, writes raise PermissionError.
             cache_bytes: Above 0, an LRU cache of decoded chunks of at most this many bytes,
@@ -535,7 +535,8 @@ class Store:
             The store. Nothing is read until an array is opened.
 
         Raises:
-            FileNotFoundError: A local directory that does not exist.
+            FileNotFoundError: With `mode="r"`, a local directory that does not exist.
+            OSError: A missing local directory that cannot be created.
             ValueError: An unknown `mode`, URL scheme or option; a `timeout` that is not
                 positive; `concurrency` 0.
         """
@@ -633,7 +634,9 @@ class Store:
             shape: The array's shape.
             dtype: A NumPy dtype zarrpipe holds (bool, (u)int8-64, float16/32/64,
                 complex64/128, bfloat16); a big-endian one is stored big-endian.
-            chunks: The chunk shape reads work in (the inner chunks when `shards` is given).
+            chunks: The chunk shape reads work in (the inner chunks when `shards` is given);
+                None guesses one as zarr-python's "auto" does (within the shard shape when
+                `shards` is given).
                 Required.
             shards: The shard shape (Zarr v3), a multiple of `chunks`; None for no sharding.
             compressors: v3 codec dicts (`{"name": "zstd", "configuration": {"level": 3}}`),
