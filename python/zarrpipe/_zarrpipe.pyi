@@ -637,7 +637,6 @@ class Store:
             chunks: The chunk shape reads work in (the inner chunks when `shards` is given);
                 None guesses one as zarr-python's "auto" does (within the shard shape when
                 `shards` is given).
-                Required.
             shards: The shard shape (Zarr v3), a multiple of `chunks`; None for no sharding.
             compressors: v3 codec dicts (`{"name": "zstd", "configuration": {"level": 3}}`),
                 numcodecs configs (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs
