@@ -130,6 +130,14 @@ def test_s3_partial_shard_reads_fetch_only_what_they_need(s3, local_store):
         np.asarray(arr[1:36, 1:49]), expected(local_store, "sharded")[1:36, 1:49]
     )
     assert store.request_counts()["gets"] - before["gets"] == 6 + len(stored)
+    # Scattered points in three inner chunks of one shard: its index is fetched once for
+    # all of them (one box per inner chunk is read), then at most one request per chunk.
+    rows, cols = np.array([0, 5, 13]), np.array([1, 20, 30])
+    before = store.request_counts()
+    np.testing.assert_array_equal(
+        np.asarray(arr.vindex[rows, cols]), expected(local_store, "sharded")[rows, cols]
+    )
+    assert store.request_counts()["gets"] - before["gets"] <= 1 + 3
 
 
 def test_s3_credentials_from_the_environment(s3, local_store, monkeypatch):

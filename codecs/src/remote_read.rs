@@ -5,6 +5,7 @@
 //! per run of nearby inner chunks. The pool thread that waits for the network decodes
 //! whatever has arrived and blocks only when there is nothing to decode.
 
+use std::collections::HashMap;
 use std::sync::mpsc::{channel, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -27,11 +28,16 @@ use crate::remote::{runtime, Remote};
 enum Want {
     /// A whole chunk.
     Chunk { slot: Option<CacheSlot> },
-    /// Inner chunks of a shard (all of them when `whole`: one request for the shard).
-    Inner {
-        parts: Vec<(InnerPart, Option<CacheSlot>)>,
-        whole: bool,
-    },
+    /// Inner chunks of a shard, each for a plan item (all of them when `whole`: one
+    /// request for the shard). Plan items reading parts of the same shard share one.
+    Inner { parts: Vec<Part>, whole: bool },
+}
+
+/// An inner chunk to read for plan item `plan`.
+struct Part {
+    plan: usize,
+    part: InnerPart,
+    slot: Option<CacheSlot>,
 }
 
 struct Fetch {
@@ -81,9 +87,9 @@ pub fn read_remote(
                     match (cache, &slot) {
                         (Some(c), Some(s)) => match c.get(&s.key) {
                             Some(hit) => hits.push((hit, s.clone(), part.placement.clone())),
-                            None => parts.push((part, slot)),
+                            None => parts.push(Part { plan: i, part, slot }),
                         },
-                        _ => parts.push((part, slot)),
+                        _ => parts.push(Part { plan: i, part, slot }),
                     }
                 }
                 if !parts.is_empty() {
@@ -109,8 +115,12 @@ pub fn read_remote(
         }
     }
     for f in &fetches {
-        present[f.plan] = false;
+        match &f.want {
+            Want::Chunk { .. } => present[f.plan] = false,
+            Want::Inner { parts, .. } => parts.iter().for_each(|p| present[p.plan] = false),
+        }
     }
+    let fetches = one_fetch_per_shard(fetches);
 
     let (tx, rx) = channel::<Result<Piece>>();
     let concurrency = remote.settings.concurrency.max(1);
@@ -243,7 +253,7 @@ async fn fetch_one(
             let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
             let bytes: Vec<Option<Bytes>> = if whole {
                 let Some(shard) = remote.get(&f.key).await? else {
-                    return Ok(missing_shard(f.plan, &f.key, &inner_chain, parts));
+                    return Ok(missing_shard(&f.key, &inner_chain, parts));
                 };
                 let limit = stored_limit(chain, &f.placement, elem);
                 check_size(&Some(shard.clone()), limit, &f.key)?;
@@ -251,23 +261,23 @@ async fn fetch_one(
                     ShardIndex::read(spec, &InMemory(&shard), n).map_err(|e| e.at(&f.key))?;
                 parts
                     .iter()
-                    .map(|(p, _)| {
+                    .map(|p| {
                         index
-                            .entry(p.linear)
+                            .entry(p.part.linear)
                             .map(|(o, l)| shard.slice(o as usize..(o + l) as usize))
                     })
                     .collect()
             } else {
                 match fetch_inner(remote, spec, &f.key, n, &parts).await? {
                     Some(bytes) => bytes,
-                    None => return Ok(missing_shard(f.plan, &f.key, &inner_chain, parts)),
+                    None => return Ok(missing_shard(&f.key, &inner_chain, parts)),
                 }
             };
             Ok(parts
                 .into_iter()
                 .zip(bytes)
-                .map(|((part, slot), bytes)| Piece {
-                    plan: f.plan,
+                .map(|(Part { plan, part, slot }, bytes)| Piece {
+                    plan,
                     stored: true,
                     name: inner_chunk_name(&f.key, &part.coord),
                     chain: inner_chain.clone(),
@@ -287,7 +297,7 @@ async fn fetch_inner(
     spec: &Sharding,
     key: &str,
     n: u64,
-    parts: &[(InnerPart, Option<CacheSlot>)],
+    parts: &[Part],
 ) -> Result<Option<Vec<Option<Bytes>>>> {
     let Some((index_bytes, shard_len)) = remote
         .get_index(key, spec.index_at_end, spec.index_len(n))
@@ -301,7 +311,7 @@ async fn fetch_inner(
         ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(key))?;
     let ranges: Vec<_> = parts
         .iter()
-        .filter_map(|(p, _)| index.entry(p.linear).map(|(o, l)| o..o + l))
+        .filter_map(|p| index.entry(p.part.linear).map(|(o, l)| o..o + l))
         .collect();
     let mut fetched = if ranges.is_empty() {
         Vec::new()
@@ -315,21 +325,16 @@ async fn fetch_inner(
     Ok(Some(
         parts
             .iter()
-            .map(|(p, _)| index.entry(p.linear).and_then(|_| fetched.next()))
+            .map(|p| index.entry(p.part.linear).and_then(|_| fetched.next()))
             .collect(),
     ))
 }
 
 /// Pieces that fill the inner chunks of a missing shard.
-fn missing_shard(
-    plan: usize,
-    key: &str,
-    chain: &Arc<ChunkChain>,
-    parts: Vec<(InnerPart, Option<CacheSlot>)>,
-) -> Vec<Piece> {
+fn missing_shard(key: &str, chain: &Arc<ChunkChain>, parts: Vec<Part>) -> Vec<Piece> {
     parts
         .into_iter()
-        .map(|(part, slot)| Piece {
+        .map(|Part { plan, part, slot }| Piece {
             plan,
             stored: false,
             name: inner_chunk_name(key, &part.coord),
@@ -339,6 +344,29 @@ fn missing_shard(
             bytes: None,
         })
         .collect()
+}
+
+/// Merges the partial reads of one shard by several plan items (a scattered selection
+/// reads one box per inner chunk) into one fetch: its index is then requested once, and
+/// nearby inner chunks of different items share range requests.
+fn one_fetch_per_shard(fetches: Vec<Fetch>) -> Vec<Fetch> {
+    let mut out: Vec<Fetch> = Vec::with_capacity(fetches.len());
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for f in fetches {
+        if let Want::Inner { whole: false, .. } = f.want {
+            if let Some(&k) = at.get(&f.key) {
+                if let (Want::Inner { parts: into, .. }, Want::Inner { parts, .. }) =
+                    (&mut out[k].want, f.want)
+                {
+                    into.extend(parts);
+                }
+                continue;
+            }
+            at.insert(f.key.clone(), out.len());
+        }
+        out.push(f);
+    }
+    out
 }
 
 fn check_size(bytes: &Option<Bytes>, limit: u64, key: &str) -> Result<()> {
