@@ -318,8 +318,15 @@ def test_store_root_array_and_group_listing_stay_inside(tmp_path):
 
 
 def test_missing_store(tmp_path):
+    """Read-only, a missing store is FileNotFoundError (nothing created); read-write, it is
+    created, and where it cannot be (under a file) that is an OSError, never a crash."""
     for path in (tmp_path / "nope", tmp_path / "nope" / "deeper", "/no/such/zarrpipe/store"):
-        assert_raises(lambda p=path: zarrpipe.Store(str(p)), FileNotFoundError, what=str(path))
+        assert_raises(
+            lambda p=path: zarrpipe.Store(str(p), mode="r"), FileNotFoundError, what=str(path)
+        )
+    assert not (tmp_path / "nope").exists()
+    (tmp_path / "a-file").write_bytes(b"x")
+    assert_raises(lambda: zarrpipe.Store(str(tmp_path / "a-file" / "store")), OSError, what="under a file")
     assert_healthy(str(tmp_path / "scratch"))
 
 
