@@ -23,9 +23,20 @@ pub struct Store {
     cache: Option<Arc<ChunkCache>>,
     /// Arrays opened by path, so repeated `read(path, ...)` calls skip the metadata.
     arrays: Mutex<HashMap<String, Arc<EngineArray>>>,
+    /// The process that opened the store: a forked child does not use `arrays`, whose lock
+    /// a parent thread may have held at the fork (see `zarrpipe_codecs::fork`).
+    pid: u32,
 }
 
 impl Store {
+    /// The table of opened arrays, or None in a forked child.
+    fn arrays(&self) -> Option<std::sync::MutexGuard<'_, HashMap<String, Arc<EngineArray>>>> {
+        if zarrpipe_codecs::fork::forked(self.pid) {
+            return None;
+        }
+        Some(self.arrays.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The engine's store (the pipeline reads object stores through it).
     pub(crate) fn engine(&self) -> &Arc<EngineStore> {
         &self.store
@@ -44,13 +55,8 @@ impl Store {
     ) -> PyResult<Arc<EngineArray>> {
         let node = node_path(path).map_err(to_pyerr)?;
         if !refresh && metadata.is_none() {
-            if let Some(r) = self
-                .arrays
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&node)
-            {
-                return Ok(r.clone());
+            if let Some(r) = self.arrays().and_then(|a| a.get(&node).cloned()) {
+                return Ok(r);
             }
         }
         let store = self.store.clone();
@@ -61,10 +67,9 @@ impl Store {
         if let Some(cache) = &self.cache {
             cache.forget_prefix(&key_prefix(&reader.info.path));
         }
-        self.arrays
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(reader.info.path.clone(), reader.clone());
+        if let Some(mut arrays) = self.arrays() {
+            arrays.insert(reader.info.path.clone(), reader.clone());
+        }
         Ok(reader)
     }
 
@@ -82,10 +87,9 @@ impl Store {
         if let Some(cache) = &self.cache {
             cache.forget_prefix(&key_prefix(&array.info.path));
         }
-        self.arrays
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(array.info.path.clone(), array.clone());
+        if let Some(mut arrays) = self.arrays() {
+            arrays.insert(array.info.path.clone(), array.clone());
+        }
         array
     }
 }
@@ -189,6 +193,7 @@ impl Store {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
             arrays: Mutex::new(HashMap::new()),
+            pid: std::process::id(),
         })
     }
 

@@ -1390,7 +1390,8 @@ def _child_read(args: dict[str, Any]) -> dict[str, Any]:
         import zarrpipe
 
         def open_(root: str, path: str) -> Any:
-            return zarrpipe.Store(root).open_array(path)
+            # Read-only, as zarr-python opens it below (read-write creates a missing store).
+            return zarrpipe.Store(root, mode="r").open_array(path)
 
         def read(arr: Any, s: Any) -> np.ndarray:
             return np.asarray(arr[s])

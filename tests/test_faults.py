@@ -354,7 +354,7 @@ def test_missing_things(tmp_path, name):
         assert_raises(lambda: store.open_array(b.path), types)
         assert_raises(lambda: store.read(b.path), types)
     else:
-        assert_raises(lambda: zarrpipe.Store(b.root), types)
+        assert_raises(lambda: zarrpipe.Store(b.root, mode="r"), types)
     assert_healthy(str(tmp_path / "scratch"))
 
 

@@ -306,6 +306,48 @@ def test_fork_while_other_threads_are_reading(arrays):
     assert errors == []
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_many_forks_while_cached_reads_run(arrays):
+    """A hundred forks while 4 threads read through a store with a chunk cache: the locks a
+    parent thread holds at the fork (the cache's, the pool's, the store's table of arrays)
+    must not hang the child, which reads through the inherited store. Before the fix about
+    one fork in sixty hung on the cache's lock."""
+    root, values = arrays
+    store = zarrpipe.Store(root, cache_bytes=1 << 20)
+    want = np.ascontiguousarray(values["sharded"][:5])
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            store.read("sharded", (slice(0, 7),))
+            store.read("zstd_f4")
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    failed = []
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+            for i in range(100):
+                pid = os.fork()
+                if pid == 0:  # the child: a hang is killed by the alarm
+                    import signal
+
+                    signal.alarm(20)
+                    got = np.asarray(store.read("sharded", (slice(0, 5),)))
+                    os._exit(0 if got.tobytes() == want.tobytes() else 3)
+                _, status = os.waitpid(pid, 0)
+                if status != 0:
+                    failed.append((i, status))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert failed == [], f"children that hung (killed by SIGALRM) or read wrong values: {failed}"
+
+
 # ---------------------------------------------------------------------------------------------
 # memory
 

@@ -52,6 +52,8 @@ impl Lru {
 pub struct ChunkCache {
     capacity: usize,
     lru: Mutex<Lru>,
+    /// The process that made the cache: a forked child does not use it (`crate::fork`).
+    pid: u32,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -62,13 +64,19 @@ impl ChunkCache {
         Self {
             capacity,
             lru: Mutex::new(Lru::default()),
+            pid: std::process::id(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
-        self.lru.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The LRU, or None in a forked child: a parent thread may have held the lock, in the
+    /// middle of a change, at the fork; the child then reads without the cache.
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, Lru>> {
+        if crate::fork::forked(self.pid) {
+            return None;
+        }
+        Some(self.lru.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The cached chunk, marked as just used; counts a hit or a miss.
@@ -85,7 +93,7 @@ impl ChunkCache {
     /// (and counted) again on the way to the store.
     #[must_use]
     pub fn get_if_hit(&self, key: &ChunkKey) -> Option<Bytes> {
-        let mut lru = self.lock();
+        let mut lru = self.lock()?;
         lru.tick += 1;
         let tick = lru.tick;
         let found = lru.map.get_mut(key).map(|(bytes, t)| {
@@ -107,7 +115,7 @@ impl ChunkCache {
     /// Whether `key` is cached (no effect on recency or counters).
     #[must_use]
     pub fn contains(&self, key: &ChunkKey) -> bool {
-        self.lock().map.contains_key(key)
+        self.lock().is_some_and(|lru| lru.map.contains_key(key))
     }
 
     /// Caches `bytes` under `key`, evicting the least recently used entries to make room.
@@ -116,7 +124,9 @@ impl ChunkCache {
         if bytes.len() > self.capacity {
             return;
         }
-        let mut lru = self.lock();
+        let Some(mut lru) = self.lock() else {
+            return;
+        };
         lru.tick += 1;
         let tick = lru.tick;
         if let Some((old, t)) = lru.map.remove(&key) {
@@ -139,7 +149,9 @@ impl ChunkCache {
     /// Drops every entry whose key starts with `prefix` (an array's chunks, after its
     /// metadata changed: the prefix of its keys).
     pub fn forget_prefix(&self, prefix: &str) {
-        let mut lru = self.lock();
+        let Some(mut lru) = self.lock() else {
+            return;
+        };
         let victims: Vec<ChunkKey> = lru
             .map
             .range(prefix.to_owned()..)
@@ -153,22 +165,26 @@ impl ChunkCache {
 
     /// Drops the entry of the chunk (or shard) at `key`, and those of a shard's inner chunks.
     pub fn forget_chunk(&self, key: &str) {
-        self.lock().remove(key);
+        if let Some(mut lru) = self.lock() {
+            lru.remove(key);
+        }
         self.forget_prefix(&format!("{key}#"));
     }
 
     pub fn clear(&self) {
-        *self.lock() = Lru::default();
+        if let Some(mut lru) = self.lock() {
+            *lru = Lru::default();
+        }
     }
 
     #[must_use]
     pub fn stats(&self) -> CacheStats {
-        let lru = self.lock();
+        let (entries, bytes) = self.lock().map_or((0, 0), |lru| (lru.map.len(), lru.bytes));
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            entries: lru.map.len(),
-            bytes: lru.bytes,
+            entries,
+            bytes,
             capacity: self.capacity,
         }
     }

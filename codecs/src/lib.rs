@@ -10,6 +10,7 @@ pub mod decode;
 pub mod dtype;
 pub mod error;
 pub mod first_touch;
+pub mod fork;
 pub mod gather;
 pub mod harden;
 pub mod hierarchy;

@@ -3,11 +3,12 @@
 //! of the parent's pool has no threads behind it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
 use crate::error::{Error, Result};
+use crate::fork::ProcessLock;
 
 struct Pool {
     pool: Arc<ThreadPool>,
@@ -15,9 +16,10 @@ struct Pool {
     threads: usize,
 }
 
-static POOL: RwLock<Option<Pool>> = RwLock::new(None);
+// A forked child takes this over even if a parent thread held it at the fork (`fork`).
+static POOL: ProcessLock<Option<Pool>> = ProcessLock::new(None);
 /// Requested thread count; 0 means "decide from the environment".
-static REQUESTED: RwLock<usize> = RwLock::new(0);
+static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
 fn default_threads() -> usize {
     std::env::var("ZARRPIPE_NUM_THREADS")
@@ -28,7 +30,7 @@ fn default_threads() -> usize {
 }
 
 fn wanted_threads() -> usize {
-    match *REQUESTED.read().unwrap_or_else(PoisonError::into_inner) {
+    match REQUESTED.load(Ordering::Relaxed) {
         0 => default_threads(),
         n => n,
     }
@@ -41,7 +43,7 @@ pub fn set_num_threads(n: usize) -> Result<()> {
             "the number of threads must be at least 1".into(),
         ));
     }
-    *REQUESTED.write().unwrap_or_else(PoisonError::into_inner) = n;
+    REQUESTED.store(n, Ordering::Relaxed);
     Ok(())
 }
 
@@ -55,36 +57,33 @@ pub fn num_threads() -> usize {
 pub fn pool() -> Result<Arc<ThreadPool>> {
     let pid = std::process::id();
     let threads = wanted_threads();
-    if let Some(p) = POOL.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
-        if p.pid == pid && p.threads == threads {
-            return Ok(p.pool.clone());
+    POOL.with(|slot| {
+        if let Some(p) = slot.as_ref() {
+            if p.pid == pid && p.threads == threads {
+                return Ok(p.pool.clone());
+            }
         }
-    }
-    let mut slot = POOL.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(p) = slot.as_ref() {
-        if p.pid == pid && p.threads == threads {
-            return Ok(p.pool.clone());
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("zarrpipe-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot start {threads} decoding threads: {e}"))
+            })?;
+        let pool = Arc::new(pool);
+        let old = slot.replace(Pool {
+            pool: pool.clone(),
+            pid,
+            threads,
+        });
+        if let Some(old) = old {
+            if old.pid != pid {
+                // Inherited across fork: its threads do not exist here, so never touch it.
+                std::mem::forget(old);
+            }
         }
-    }
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("zarrpipe-{i}"))
-        .build()
-        .map_err(|e| {
-            Error::InvalidArgument(format!("cannot start {threads} decoding threads: {e}"))
-        })?;
-    let old = slot.replace(Pool {
-        pool: Arc::new(pool),
-        pid,
-        threads,
-    });
-    if let Some(old) = old {
-        if old.pid != pid {
-            // Inherited across fork: its threads do not exist here, so never touch it again.
-            std::mem::forget(old);
-        }
-    }
-    Ok(slot.as_ref().map(|p| p.pool.clone()).expect("just set"))
+        Ok(pool)
+    })
 }
 
 /// Reads running now, across all callers.

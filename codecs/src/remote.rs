@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use zarrs::storage::{
     StoreKeys, StoreKeysPrefixes, StorePrefix, StorePrefixes,
 };
 
+use crate::fork::ProcessLock;
 use crate::error::{Error, Result};
 
 /// Ranges of one value closer than this are fetched in one request (object_store's default).
@@ -84,41 +85,35 @@ struct Runtime {
     pid: u32,
 }
 
-static RUNTIME: RwLock<Option<Runtime>> = RwLock::new(None);
+// A forked child takes this over even if a parent thread held it at the fork (`fork`).
+static RUNTIME: ProcessLock<Option<Runtime>> = ProcessLock::new(None);
 
 /// The process's I/O runtime, built on first use and again in a forked child (whose copy of
 /// the parent's runtime has no threads behind it).
 pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     let pid = std::process::id();
-    if let Some(r) = RUNTIME
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-    {
-        if r.pid == pid {
-            return Ok(r.runtime.clone());
+    RUNTIME.with(|slot| {
+        if let Some(r) = slot.as_ref() {
+            if r.pid == pid {
+                return Ok(r.runtime.clone());
+            }
         }
-    }
-    let mut slot = RUNTIME.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(r) = slot.as_ref() {
-        if r.pid == pid {
-            return Ok(r.runtime.clone());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("zarrpipe-io")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Internal(format!("cannot start the I/O runtime: {e}")))?;
+        let runtime = Arc::new(runtime);
+        if let Some(old) = slot.replace(Runtime {
+            runtime: runtime.clone(),
+            pid,
+        }) {
+            // Inherited across fork: never touch (or drop) the parent's runtime here.
+            std::mem::forget(old);
         }
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("zarrpipe-io")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("cannot start the I/O runtime: {e}")))?;
-    if let Some(old) = slot.replace(Runtime {
-        runtime: Arc::new(runtime),
-        pid,
-    }) {
-        // Inherited across fork: never touch (or drop) the parent's runtime here.
-        std::mem::forget(old);
-    }
-    Ok(slot.as_ref().map(|r| r.runtime.clone()).expect("just set"))
+        Ok(runtime)
+    })
 }
 
 fn storage_error(key: &str, e: object_store::Error) -> Error {
