@@ -13,6 +13,7 @@ pub mod first_touch;
 pub mod gather;
 pub mod harden;
 pub mod hierarchy;
+pub mod numpy_type;
 pub mod pick;
 pub mod plan;
 pub mod plugins;
@@ -22,6 +23,7 @@ pub mod remote;
 pub mod remote_read;
 pub mod selection;
 pub mod store;
+pub mod variable;
 pub mod write;
 
 pub use dtype::{ElementKind, ElementType};
