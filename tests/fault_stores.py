@@ -1102,9 +1102,9 @@ _meta_case(
 )
 _meta_case(
     "meta-v2-object-dtype",
-    ".zarray dtype '|O' with a vlen-utf8 filter (valid v2, strings)",
+    ".zarray dtype '|O' with numcodecs' JSON object codec (valid v2, Python objects)",
     UNSUPPORTED,
-    _set(dtype="|O", fill_value=None, filters=[{"id": "vlen-utf8"}]),
+    _set(dtype="|O", fill_value=None, filters=[{"id": "json2", "encoding": "utf-8"}]),
     v2=True,
 )
 _meta_case("meta-v2-missing-chunks", ".zarray without 'chunks'", METADATA,

@@ -229,12 +229,10 @@ def test_zarr_python_under_the_pipeline_reads_natively(
 ) -> None:
     root, _ = make(tmp_path, did, cid, fill, missing)
     _, expected = reference(root, "a")
-    big_endian = expected.dtype.byteorder == ">" or (
-        expected.dtype.names is not None and not expected.dtype.isnative
-    )
     with zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"}):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore" if big_endian else "error", zarrpipe.FallbackWarning)
+            # Big-endian buffers too: decoded native, swapped into zarr-python's buffer.
+            warnings.simplefilter("error", zarrpipe.FallbackWarning)
             z = zarr.open_array(store=root, path="a", mode="r")
             got = np.asarray(z[...])
             part = np.asarray(z[1:7, 2:5])
@@ -300,15 +298,12 @@ def test_pipeline_writes_read_back_with_zarr_python(tmp_path: Any, did: str, cid
     fmt, kwargs, sharded = CODECS[cid]
     data = data_for(did)
     root = str(tmp_path / "p")
-    spec = DTYPES[did][0]
-    # Big-endian buffers (zarr-python allocates them in the stored order) fall back.
-    native = spec in ("vlen-bytes", str) or np.dtype(spec).isnative
     with (
         zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"}),
         quiet_zarr_writes(),
         warnings.catch_warnings(),
     ):
-        warnings.simplefilter("error" if native else "ignore", zarrpipe.FallbackWarning)
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
         try:
             z = zarr.create_array(
                 store=root,
@@ -335,3 +330,53 @@ def test_pipeline_writes_read_back_with_zarr_python(tmp_path: Any, did: str, cid
             pytest.skip(f"zarr-python cannot read this sharded array: {e}")
         raise
     assert_identical(got, np.asarray(mirror, dtype=got.dtype), "pipeline write")
+
+
+# ---------------------------------------------------------------------------------------------
+# the Tensor faces of types DLPack cannot describe
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    ["datetime64[ns]", "timedelta64[10s]", "<U5", "|S3", "|V4", STRUCT],
+    ids=["M8", "m8", "U5", "S3", "V4", "struct"],
+)
+def test_tensors_of_non_dlpack_types_keep_their_dtype(tmp_path: Any, dtype: Any) -> None:
+    dt = np.dtype(dtype)
+    data = values(dt, (3, 4))
+    store = zarrpipe.Store(str(tmp_path), mode="a")
+    arr = store.create_array("x", shape=data.shape, dtype=dt, chunks=(2, 3))
+    arr[...] = data
+    t = arr[...]
+    assert isinstance(t, zarrpipe.Tensor) and t.dtype == dt
+    # np.asarray: the buffer protocol refuses, __array__ gives the dtype (not int64 / void).
+    got = np.asarray(t)
+    assert got.dtype == dt and got.tobytes() == data.tobytes()
+    assert t.to_numpy().dtype == dt
+    assert bytes(t.buffer()) == data.tobytes()
+    with pytest.raises(BufferError, match="no buffer-protocol format"):
+        memoryview(t)
+    with pytest.raises(BufferError, match="DLPack has no type code"):
+        np.from_dlpack(t)
+    with pytest.raises(BufferError, match="DLPack has no type code"):
+        t.into_dlpack()
+    assert np.asarray(t).tobytes() == data.tobytes(), "a refused into_dlpack leaves it intact"
+    copy = zarrpipe.Tensor.from_numpy(data)
+    assert copy.dtype == dt and np.asarray(copy).tobytes() == data.tobytes()
+
+
+def test_small_floats_round_trip_with_ml_dtypes(tmp_path: Any) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    store = zarrpipe.Store(str(tmp_path), mode="a")
+    for name in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
+        dt = np.dtype(getattr(ml_dtypes, name))
+        data = np.array([[0.5, -1.0, 2.0], [0.0, 1.5, -0.5]], dtype=dt)
+        arr = store.create_array(name, shape=(2, 3), dtype=dt, chunks=(1, 2),
+                                 fill_value=1.0)  # fmt: skip
+        arr[0] = data[0]
+        got = np.asarray(store.read(name))
+        assert got.dtype == dt
+        want = np.array([data[0], np.ones(3, dt)])
+        assert got.tobytes() == want.tobytes(), name
+        meta = (tmp_path / name / "zarr.json").read_text()
+        assert f'"data_type": "{name}"' in meta

@@ -74,18 +74,13 @@ def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
 
 
 def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
-    """The array's NumPy dtype when the engine decodes straight into buffers of it: a
-    fixed-size type (numbers, bool, datetimes, fixed-length strings and bytes, records) in
-    native byte order; None otherwise (variable-length types, big-endian buffers)."""
+    """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
+    datetimes, fixed-length strings and bytes, records): native byte order (the engine
+    swaps), records as stored; None for other types (variable-length ones go elsewhere)."""
     dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    if (
-        not isinstance(dtype, np.dtype)
-        or dtype.kind not in "biufcMmUSV"
-        or dtype.hasobject
-        or not dtype.isnative
-    ):
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufcMmUSV" or dtype.hasobject:
         return None
-    return dtype
+    return dtype if dtype.names is not None else dtype.newbyteorder("=")
 
 
 def _is_variable(metadata: ArrayMetadata) -> bool:
@@ -115,7 +110,7 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         cls = type(custom)
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
     elif _native_dtype(metadata) is None and not _is_variable(metadata):
-        reason = f"data type {metadata.dtype} is not a native-endian fixed-size type"
+        reason = f"data type {metadata.dtype} is not one zarrpipe reads"
     else:
         try:
             return _PipelineArray(
@@ -317,12 +312,20 @@ class CodecPipeline(_abc.CodecPipeline):
         return any(isinstance(c, ShardingCodec) for c in codecs)
 
     def _supported_buffer(self, array: Any) -> bool:
+        """A buffer of exactly the engine's elements: decoded straight into."""
+        dtype = _native_dtype(self.metadata)
+        return isinstance(array, np.ndarray) and dtype is not None and array.dtype == dtype
+
+    def _swapped_buffer(self, array: Any) -> bool:
+        """A buffer of the array's type in the other byte order (zarr-python allocates a v2
+        big-endian array's buffers big-endian): decoded into native scratch, NumPy swaps
+        each piece into place."""
         dtype = _native_dtype(self.metadata)
         return (
             isinstance(array, np.ndarray)
             and dtype is not None
-            and array.dtype == dtype
-            and array.dtype.isnative
+            and dtype.names is None
+            and array.dtype.newbyteorder("=") == dtype
         )
 
     def _reads_store(self, batch: list[BatchInfo]) -> bool:
@@ -371,6 +374,8 @@ class CodecPipeline(_abc.CodecPipeline):
                 present = await self._decode_into(batch, array, requests)
             else:
                 present = await self._read_boxes(batch, array, drop_axes)
+        elif self._impl is not None and batch and self._swapped_buffer(array):
+            present = await self._read_boxes(batch, array, drop_axes, _native_dtype(self.metadata))
         if present is None:
             if self._impl is not None and batch:
                 self._fall_back("output buffer or chunk selection not supported")
@@ -460,19 +465,25 @@ class CodecPipeline(_abc.CodecPipeline):
         return scratch, present
 
     async def _read_boxes(
-        self, batch: list[BatchInfo], out: np.ndarray[Any, Any], drop_axes: tuple[int, ...]
+        self,
+        batch: list[BatchInfo],
+        out: np.ndarray[Any, Any],
+        drop_axes: tuple[int, ...],
+        dtype: np.dtype[Any] | None = None,
     ) -> list[bool] | None:
-        """Integer arrays, masks, steps: Rust decodes each chunk's touched box in parallel,
+        """Integer arrays, masks, steps (and buffers in the other byte order): Rust decodes
+        each chunk's touched box in parallel into scratch of `dtype` (default: `out`'s),
         NumPy applies zarr-python's chunk and output selections."""
         boxes = self._boxes(batch)
         if boxes is None:
             return None
+        scratch_dtype = out.dtype if dtype is None else dtype
         shape = tuple(batch[0][1].shape)
-        nbytes = int(np.prod(shape)) * out.dtype.itemsize
+        nbytes = int(np.prod(shape)) * scratch_dtype.itemsize
         present: list[bool] = []
         for part in groups([nbytes] * len(batch)):
             items = [batch[k] for k in part]
-            scratch, found = await self._stacked(items, [boxes[k] for k in part], out.dtype)
+            scratch, found = await self._stacked(items, [boxes[k] for k in part], scratch_dtype)
             for k, (_, _, chunk_sel, out_sel, _) in enumerate(items):
                 piece = scratch[k * shape[0] : (k + 1) * shape[0]][chunk_sel]
                 out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
