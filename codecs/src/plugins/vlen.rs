@@ -59,8 +59,8 @@ fn create(config: &Map<String, Value>, utf8: bool) -> Result<Codec, PluginCreate
 /// Splits an encoded chunk of `n` elements into their bytes and `n + 1` offsets.
 ///
 /// # Errors
-/// A chunk whose header does not say `n`, whose lengths run past its end, that has bytes
-/// left over, or (with `utf8`) an element that is not UTF-8.
+/// A chunk whose header does not say `n`, whose lengths run past its end, or (with
+/// `utf8`) an element that is not UTF-8.
 pub fn decode(src: &[u8], n: usize, utf8: bool) -> Result<(Vec<u8>, Vec<usize>), CodecError> {
     let name = if utf8 { "vlen-utf8" } else { "vlen-bytes" };
     let bad = |why: String| CodecError::Other(format!("{name}: {why}"));
@@ -109,12 +109,8 @@ pub fn decode(src: &[u8], n: usize, utf8: bool) -> Result<(Vec<u8>, Vec<usize>),
         at += len;
     }
     offsets.push(bytes.len());
-    if at != src.len() {
-        return Err(bad(format!(
-            "{} bytes left over after {n} elements",
-            src.len() - at
-        )));
-    }
+    // Bytes after the last element are ignored, as numcodecs ignores them: refusing them
+    // would fail chunks zarr-python reads.
     Ok((bytes, offsets))
 }
 
@@ -224,8 +220,8 @@ mod tests {
         let (bytes, offsets) = decode(&ok, 3, true).unwrap();
         assert_eq!(bytes, b"ab\xc3\xa9");
         assert_eq!(offsets, vec![0, 2, 2, 4]);
-        // Truncated, a length past the end, a wrong count, left-over bytes, bad UTF-8,
-        // a count no chunk of this size can hold.
+        // Truncated, a length past the end, a wrong count, bad UTF-8, a count no chunk of
+        // this size can hold.
         assert!(decode(&ok[..ok.len() - 1], 3, true).is_err());
         let mut long = ok.clone();
         long[4] = 0xff;
@@ -233,7 +229,7 @@ mod tests {
         assert!(decode(&ok, 2, true).is_err());
         let mut extra = ok.clone();
         extra.push(0);
-        assert!(decode(&extra, 3, true).is_err());
+        assert_eq!(decode(&extra, 3, true).unwrap().1, offsets, "trailing bytes are ignored");
         let bad_utf8 = encode(&[b"\xff"]);
         assert!(decode(&bad_utf8, 1, true).is_err());
         assert!(decode(&bad_utf8, 1, false).is_ok());
