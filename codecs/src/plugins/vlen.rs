@@ -229,7 +229,11 @@ mod tests {
         assert!(decode(&ok, 2, true).is_err());
         let mut extra = ok.clone();
         extra.push(0);
-        assert_eq!(decode(&extra, 3, true).unwrap().1, offsets, "trailing bytes are ignored");
+        assert_eq!(
+            decode(&extra, 3, true).unwrap().1,
+            offsets,
+            "trailing bytes are ignored"
+        );
         let bad_utf8 = encode(&[b"\xff"]);
         assert!(decode(&bad_utf8, 1, true).is_err());
         assert!(decode(&bad_utf8, 1, false).is_ok());
