@@ -14,14 +14,15 @@ use zarrpipe_codecs::pick::{Factor, Pick};
 use zarrpipe_codecs::read::{ChunkData, Source};
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::write::SrcPtr;
-use zarrpipe_codecs::ElementType;
 
-use crate::dtype::numpy_dtype;
+use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
 use crate::pipeline::numpy_layout;
 use crate::runtime::run;
 use crate::selection;
 use crate::tensor::Tensor;
+use crate::variable;
+use zarrpipe_codecs::variable::Variable;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Array")]
 pub struct Array {
@@ -89,8 +90,35 @@ fn pick_from_py(shape: &[u64], factors: &Bound<'_, PyAny>) -> PyResult<Pick> {
     Pick::new(shape, out).map_err(to_pyerr)
 }
 
-pub fn tensor(bytes: Bytes, shape: &[u64], dtype: ElementType) -> Tensor {
-    Tensor::new(bytes, shape.iter().map(|&d| d as usize).collect(), dtype)
+/// The NumPy dtype of an engine array's elements: its real type for the types the engine
+/// carries opaquely (datetimes, strings, records...), else its element type's.
+pub fn array_dtype<'py>(
+    py: Python<'py>,
+    array: &EngineArray,
+) -> PyResult<Bound<'py, numpy::PyArrayDescr>> {
+    match &array.info.numpy_type {
+        Some(t) => numpy_dtype_from_json(py, &t.numpy),
+        None => numpy_dtype(py, array.info.dtype),
+    }
+}
+
+/// A tensor of an engine array's elements (see [`array_dtype`]).
+pub fn array_tensor(
+    py: Python<'_>,
+    array: &EngineArray,
+    bytes: Bytes,
+    shape: &[u64],
+) -> PyResult<Tensor> {
+    let descr = match &array.info.numpy_type {
+        Some(t) => Some(numpy_dtype_from_json(py, &t.numpy)?.unbind()),
+        None => None,
+    };
+    Ok(Tensor::with_descr(
+        bytes,
+        shape.iter().map(|&d| d as usize).collect(),
+        array.info.dtype,
+        descr,
+    ))
 }
 
 impl Array {
@@ -150,14 +178,57 @@ impl Array {
         Ok(Request::Pick(pick, shape))
     }
 
-    /// Reads a Python selection: parse under the GIL, read detached.
+    /// Reads a Python selection: parse under the GIL, read detached. A Tensor, or for a
+    /// variable-length array (strings, bytes) a NumPy array.
     pub fn read_selection(
         &self,
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Tensor> {
+    ) -> PyResult<Py<PyAny>> {
+        if let Some(kind) = self.array.info.variable {
+            return Ok(self.read_variable(py, selection, kind)?.unbind());
+        }
         let request = self.request(selection)?;
-        self.read_request(py, request)
+        Ok(Py::new(py, self.read_request(py, request)?)?.into_any())
+    }
+
+    /// A selection of a variable-length array as a NumPy array. Integers and step-1 slices
+    /// read just their region; any other selection reads the region that spans it and
+    /// NumPy applies the selection.
+    fn read_variable<'py>(
+        &self,
+        py: Python<'py>,
+        selection: Option<&Bound<'py, PyAny>>,
+        kind: Variable,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let shape = &self.array.info.shape;
+        let basic = match selection {
+            None => Some(Region::all(shape)),
+            Some(s) => selection::parse(s)
+                .ok()
+                .filter(|sel| {
+                    sel.iter().all(|x| match x {
+                        AxisSelector::Slice { step, .. } => step.unwrap_or(1) == 1,
+                        _ => true,
+                    })
+                })
+                .map(|sel| Region::resolve(shape, &sel))
+                .transpose()
+                .map_err(to_pyerr)?,
+        };
+        let (region, rest) = match (basic, selection) {
+            (Some(region), _) => (region, None),
+            (None, Some(s)) => (Region::all(shape), Some(s)),
+            (None, None) => unreachable!("no selection is the whole array"),
+        };
+        let array = self.array.clone();
+        let read = region.clone();
+        let data = run(py, move || array.read_variable(&read))?;
+        let out = variable::to_numpy(py, &data, kind, &region.out_shape)?;
+        match rest {
+            Some(s) => out.get_item(s),
+            None => Ok(out),
+        }
     }
 
     /// Reads a request into a fresh, unique Tensor.
@@ -175,7 +246,7 @@ impl Array {
                 (bytes, shape)
             }
         };
-        Ok(tensor(bytes, &out_shape, self.array.info.dtype))
+        array_tensor(py, &self.array, bytes, &out_shape)
     }
 
     /// Decodes a selection into the caller's NumPy array (any strides, writable).
@@ -201,7 +272,7 @@ impl Array {
             Request::Region(region) => region,
             Request::Pick(pick, shape) => return self.read_pick_into(py, pick, &shape, out),
         };
-        let want = numpy_dtype(py, self.array.info.dtype)?;
+        let want = array_dtype(py, &self.array)?;
         let target = writable_view(py, out, &want, &region.out_shape)?;
         if !target.getattr("dtype")?.eq(&want)? {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
@@ -231,7 +302,7 @@ impl Array {
         shape: &[u64],
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let want = numpy_dtype(py, self.array.info.dtype)?;
+        let want = array_dtype(py, &self.array)?;
         let target = writable_view(py, out, &want, shape)?;
         let dims: Vec<u64> = target.getattr("shape")?.extract()?;
         if dims != shape || !target.getattr("dtype")?.eq(&want)? {
@@ -272,6 +343,19 @@ impl Array {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let request = self.request(selection)?;
+        if let Some(kind) = self.array.info.variable {
+            let Request::Region(region) = request else {
+                return Err(to_pyerr(zarrpipe_codecs::Error::Unsupported(
+                    "writes to variable-length arrays take integers and step-1 slices".into(),
+                )));
+            };
+            let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
+            let array = self.array.clone();
+            let write_empty = self.write_empty_chunks;
+            return run(py, move || {
+                array.write_variable(&region, &data, write_empty)
+            });
+        }
         self.write_request(py, request, value)
     }
 
@@ -283,7 +367,7 @@ impl Array {
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let py = value.py();
         let np = py.import("numpy")?;
-        let dtype = numpy_dtype(py, self.array.info.dtype)?;
+        let dtype = array_dtype(py, &self.array)?;
         let value = np.call_method1("asarray", (value, &dtype))?;
         let value = np.call_method1("broadcast_to", (value, PyTuple::new(py, shape)?))?;
         Ok(value.cast::<PyUntypedArray>()?.clone())
@@ -360,19 +444,27 @@ impl Array {
         &self,
         py: Python<'_>,
         indices: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Tensor>> {
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let indices: Vec<Vec<u64>> = indices
             .try_iter()?
             .map(|i| selection::chunk_index(&i?))
             .collect::<PyResult<_>>()?;
         let array = self.array.clone();
+        if let Some(kind) = self.array.info.variable {
+            let chunks = run(py, move || array.read_variable_chunks(&indices))?;
+            return chunks
+                .iter()
+                .map(|c| Ok(variable::to_numpy(py, c, kind, &c.shape)?.unbind()))
+                .collect();
+        }
         let cache = self.cache.clone();
         let chunks = run(py, move || array.read_chunks(&indices, cache.as_deref()))?;
-        let dtype = self.array.info.dtype;
-        Ok(chunks
+        chunks
             .into_iter()
-            .map(|ChunkData { bytes, shape, .. }| tensor(bytes, &shape, dtype))
-            .collect())
+            .map(|ChunkData { bytes, shape, .. }| {
+                Ok(Py::new(py, array_tensor(py, &self.array, bytes, &shape)?)?.into_any())
+            })
+            .collect()
     }
 }
 
@@ -447,8 +539,11 @@ impl Array {
     }
 
     #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, numpy::PyArrayDescr>> {
-        numpy_dtype(py, self.array.info.dtype)
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.array.info.variable {
+            Some(kind) => variable::dtype(py, kind),
+            None => Ok(array_dtype(py, &self.array)?.into_any()),
+        }
     }
 
     #[getter]
@@ -492,8 +587,18 @@ impl Array {
     #[getter]
     fn fill_value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let np = py.import("numpy")?;
+        if let Some(kind) = self.array.info.variable {
+            return Ok(match kind {
+                Variable::Utf8 => pyo3::types::PyString::new(
+                    py,
+                    &String::from_utf8_lossy(&self.array.info.fill_value),
+                )
+                .into_any(),
+                Variable::Bytes => PyBytes::new(py, &self.array.info.fill_value).into_any(),
+            });
+        }
         let raw = PyBytes::new(py, &self.array.info.fill_value);
-        let dtype = numpy_dtype(py, self.array.info.dtype)?;
+        let dtype = array_dtype(py, &self.array)?;
         np.call_method1("frombuffer", (raw, dtype))?.get_item(0)
     }
 
@@ -540,13 +645,16 @@ impl Array {
             .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d array"))
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         let i = &self.array.info;
+        let dtype = self
+            .dtype(py)
+            .map_or_else(|_| i.dtype.to_string(), |d| d.to_string());
         format!(
             "<zarrpipe.Array {:?} shape={:?} dtype={} chunks={:?}{} zarr_format={}>",
             self.path(),
             i.shape,
-            i.dtype,
+            dtype,
             i.chunks,
             i.shards
                 .as_ref()
@@ -556,7 +664,7 @@ impl Array {
         )
     }
 
-    fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         self.read_selection(py, Some(selection))
     }
 
@@ -633,7 +741,7 @@ impl Array {
 
     /// Reads a selection (default: everything) into a fresh Tensor.
     #[pyo3(signature = (selection = None))]
-    fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Tensor> {
+    fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         self.read_selection(py, selection)
     }
 
@@ -687,14 +795,14 @@ impl Array {
     }
 
     /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).
-    fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let list = PyList::new(py, [index])?;
         let mut tensors = self.read_chunk_list(py, list.as_any())?;
         Ok(tensors.remove(0))
     }
 
     /// Reads several chunks in parallel, one Tensor each.
-    fn read_chunks(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<Tensor>> {
+    fn read_chunks(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
         self.read_chunk_list(py, indices)
     }
 

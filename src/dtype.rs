@@ -1,4 +1,6 @@
-//! Element types as NumPy, DLPack and the buffer protocol spell them.
+//! Element types as NumPy, DLPack and the buffer protocol spell them, and the NumPy dtypes
+//! of the data types the engine carries opaquely (datetimes, fixed-length strings and
+//! bytes, records, small floats: `zarrpipe_codecs::numpy_type`).
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode};
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
@@ -20,6 +22,10 @@ fn index_of(t: ElementType) -> usize {
 
 /// The native-byte-order `numpy.dtype` of an element type. `bfloat16` needs `ml_dtypes`.
 pub fn numpy_dtype(py: Python<'_>, t: ElementType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    if let ElementType::Raw { size, .. } = t {
+        // Opaque bytes as such; arrays of them give their real dtype (`numpy_dtype_from_json`).
+        return PyArrayDescr::new(py, format!("V{size}"));
+    }
     let cached = DTYPES[index_of(t)].get_or_try_init(py, || -> PyResult<_> {
         let descr = if t == ElementType::BFloat16 {
             let ml_dtypes = py.import("ml_dtypes").map_err(|_| {
@@ -34,6 +40,54 @@ pub fn numpy_dtype(py: Python<'_>, t: ElementType) -> PyResult<Bound<'_, PyArray
         Ok(descr.unbind())
     })?;
     Ok(cached.bind(py).clone())
+}
+
+/// The NumPy dtype of `numpy_type`'s JSON spelling: a type string, `"ml_dtypes.<name>"`,
+/// or a list of `[name, type]` / `[name, type, shape]` fields.
+pub fn numpy_dtype_from_json<'py>(
+    py: Python<'py>,
+    spelling: &serde_json::Value,
+) -> PyResult<Bound<'py, PyArrayDescr>> {
+    PyArrayDescr::new(py, dtype_arg(py, spelling)?)
+}
+
+fn dtype_arg<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::types::{PyList, PyString, PyTuple};
+    match v {
+        serde_json::Value::String(s) => match s.strip_prefix("ml_dtypes.") {
+            Some(name) => {
+                let ml_dtypes = py.import("ml_dtypes").map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "{name} data needs the ml_dtypes package for a NumPy dtype: pip install ml_dtypes"
+                    ))
+                })?;
+                ml_dtypes.getattr(name)
+            }
+            None => Ok(PyString::new(py, s).into_any()),
+        },
+        serde_json::Value::Array(fields) => {
+            let list = PyList::empty(py);
+            for f in fields {
+                let parts = f.as_array().map(Vec::as_slice).unwrap_or_default();
+                let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(parts.len());
+                for (i, p) in parts.iter().enumerate() {
+                    items.push(match (i, p) {
+                        (0, serde_json::Value::String(name)) => PyString::new(py, name).into_any(),
+                        (1, t) => dtype_arg(py, t)?,
+                        (_, serde_json::Value::Array(shape)) => {
+                            let dims: Vec<u64> =
+                                shape.iter().filter_map(serde_json::Value::as_u64).collect();
+                            PyTuple::new(py, dims)?.into_any()
+                        }
+                        _ => return Err(PyTypeError::new_err(format!("bad record field {f}"))),
+                    });
+                }
+                list.append(PyTuple::new(py, items)?)?;
+            }
+            Ok(list.into_any())
+        }
+        other => Err(PyTypeError::new_err(format!("bad dtype spelling {other}"))),
+    }
 }
 
 /// The element type of a NumPy dtype, ignoring byte order (callers normalise it).
@@ -71,6 +125,8 @@ pub fn dlpack_dtype(t: ElementType) -> DLDataType {
         ElementKind::Float => DLDataTypeCode::FLOAT,
         ElementKind::BFloat => DLDataTypeCode::BFLOAT,
         ElementKind::Complex => DLDataTypeCode::COMPLEX,
+        // Never exported: tensors of opaque elements refuse DLPack before this.
+        ElementKind::Raw => DLDataTypeCode::OPAQUEHANDLE,
     };
     #[allow(clippy::cast_possible_truncation)] // at most 128 bits
     DLDataType {
@@ -100,6 +156,11 @@ pub fn buffer_format(t: ElementType) -> PyResult<&'static std::ffi::CStr> {
         ElementType::BFloat16 => {
             return Err(PyBufferError::new_err(
                 "bfloat16 has no buffer-protocol format; use buffer(), to_numpy() or __dlpack__",
+            ))
+        }
+        ElementType::Raw { .. } => {
+            return Err(PyBufferError::new_err(
+                "opaque elements have no buffer-protocol format; use buffer() or to_numpy()",
             ))
         }
     })

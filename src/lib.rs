@@ -13,6 +13,7 @@ mod runtime;
 mod selection;
 mod store;
 mod tensor;
+mod variable;
 
 use pyo3::prelude::*;
 

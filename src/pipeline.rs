@@ -162,11 +162,86 @@ impl PipelineArray {
                 None => EngineArray::detached(&json),
             })
             .map_err(to_pyerr)?;
-        array.chain().map_err(to_pyerr)?;
+        if array.info.variable.is_none() {
+            array.chain().map_err(to_pyerr)?;
+        }
         Ok(Self {
             array: Arc::new(array.with_subchunk_order(subchunk_order.unwrap_or_default())),
             chunks,
         })
+    }
+
+    /// Whether the elements are variable-length (strings, bytes): such arrays go through
+    /// `decode_variable` / `encode_variable`, whole stored chunks as NumPy arrays.
+    #[getter]
+    fn variable(&self) -> bool {
+        self.array.info.variable.is_some()
+    }
+
+    /// Decodes whole stored chunks of a variable-length array (`None`: missing, all fill
+    /// value) in parallel, each into a NumPy array of the stored chunk shape.
+    fn decode_variable<'py>(
+        &self,
+        py: Python<'py>,
+        encoded: Vec<Option<PyBackedBytes>>,
+        keys: Vec<String>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let kind = self.array.variable().map_err(to_pyerr)?;
+        if keys.len() != encoded.len() {
+            return Err(PyValueError::new_err("one key per encoded chunk"));
+        }
+        let array = self.array.clone();
+        let chunks = run(py, move || {
+            use rayon::prelude::*;
+            encoded
+                .par_iter()
+                .zip(&keys)
+                .map(|(e, key)| array.decode_variable(e.as_deref(), key))
+                .collect::<zarrpipe_codecs::Result<Vec<_>>>()
+        })?;
+        let shape = self.array.stored_chunk_shape().to_vec();
+        chunks
+            .iter()
+            .map(|c| crate::variable::to_numpy(py, c, kind, &shape))
+            .collect()
+    }
+
+    /// Encodes whole stored chunks of a variable-length array (NumPy arrays of the stored
+    /// chunk shape) in parallel: bytes, or None for a chunk all fill value when
+    /// `write_empty` is false (to delete).
+    fn encode_variable<'py>(
+        &self,
+        py: Python<'py>,
+        chunks: Vec<Bound<'py, PyAny>>,
+        keys: Vec<String>,
+        write_empty: bool,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        if keys.len() != chunks.len() {
+            return Err(PyValueError::new_err("one key per chunk"));
+        }
+        let kind = self.array.variable().map_err(to_pyerr)?;
+        let shape = self.array.stored_chunk_shape().to_vec();
+        let data = chunks
+            .iter()
+            .map(|c| crate::variable::from_numpy(py, c, kind, &shape))
+            .collect::<PyResult<Vec<_>>>()?;
+        let array = self.array.clone();
+        let encoded = run(py, move || {
+            use rayon::prelude::*;
+            data.into_par_iter()
+                .zip(keys)
+                .map(|(c, key)| {
+                    if !write_empty && array.all_fill_variable(&c) {
+                        return Ok(None);
+                    }
+                    array.encode_variable(c, &key).map(Some)
+                })
+                .collect::<zarrpipe_codecs::Result<Vec<_>>>()
+        })?;
+        Ok(encoded
+            .into_iter()
+            .map(|e| e.map(|b| PyBytes::new(py, &b)))
+            .collect())
     }
 
     /// Whether the engine fetches and stores chunks itself (else pass bytes).

@@ -15,7 +15,6 @@ use zarrpipe_codecs::store::{node_path, Store as EngineStore};
 use crate::array::Array;
 use crate::errors::to_pyerr;
 use crate::runtime::run;
-use crate::tensor::Tensor;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Store")]
 pub struct Store {
@@ -402,7 +401,7 @@ impl Store {
         py: Python<'_>,
         path: &str,
         selection: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Tensor> {
+    ) -> PyResult<Py<PyAny>> {
         self.array(py, path, false)?.read_selection(py, selection)
     }
 
@@ -412,7 +411,7 @@ impl Store {
         py: Python<'_>,
         path: &str,
         indices: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Tensor>> {
+    ) -> PyResult<Vec<Py<PyAny>>> {
         self.array(py, path, false)?.read_chunk_list(py, indices)
     }
 

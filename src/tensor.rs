@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use dlpark::DlpackFlags;
 use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
-use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -35,6 +35,11 @@ const DETACH_COPY_BYTES: usize = 1 << 20;
 pub struct Tensor {
     shape: Vec<usize>,
     dtype: ElementType,
+    /// The NumPy dtype of a type DLPack and the buffer protocol cannot describe (datetimes,
+    /// fixed-length strings and bytes, records, small floats), whose elements `dtype`
+    /// carries opaquely (or as int64). Such a tensor refuses both and offers `to_numpy()`,
+    /// `__array__` (so `np.asarray`) and `buffer()`.
+    descr: Option<Py<PyArrayDescr>>,
     /// `None` once `into_dlpack()` has moved the buffer out (a tombstone).
     slot: Mutex<Option<Bytes>>,
 }
@@ -42,6 +47,16 @@ pub struct Tensor {
 impl Tensor {
     /// Wraps decoded bytes. `bytes.len()` must equal `shape.product() * dtype.size()`.
     pub fn new(bytes: Bytes, shape: Vec<usize>, dtype: ElementType) -> Self {
+        Self::with_descr(bytes, shape, dtype, None)
+    }
+
+    /// [`Tensor::new`] for elements whose NumPy dtype is `descr` (see the field).
+    pub fn with_descr(
+        bytes: Bytes,
+        shape: Vec<usize>,
+        dtype: ElementType,
+        descr: Option<Py<PyArrayDescr>>,
+    ) -> Self {
         debug_assert_eq!(
             bytes.len(),
             shape.iter().product::<usize>() * dtype.size(),
@@ -50,7 +65,26 @@ impl Tensor {
         Self {
             shape,
             dtype,
+            descr,
             slot: Mutex::new(Some(bytes)),
+        }
+    }
+
+    /// `BufferError` for a tensor DLPack cannot describe.
+    fn check_dlpack(&self, py: Python<'_>) -> PyResult<()> {
+        match &self.descr {
+            Some(d) => Err(PyBufferError::new_err(format!(
+                "DLPack has no type code for dtype {}; use to_numpy() or numpy.asarray(tensor)",
+                d.bind(py)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn descr<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        match &self.descr {
+            Some(d) => Ok(d.bind(py).clone()),
+            None => numpy_dtype(py, self.dtype),
         }
     }
 
@@ -114,11 +148,34 @@ impl Tensor {
         let kwargs = [("order", "C")].into_py_dict(py)?;
         let mut arr = np.call_method("asarray", (array,), Some(&kwargs))?;
         let descr = arr.getattr("dtype")?.cast_into::<PyArrayDescr>()?;
-        let dtype = from_numpy_dtype(&descr)?;
-        let native = numpy_dtype(py, dtype)?;
-        if !descr.is(&native) && descr.getattr("byteorder")?.extract::<String>()? == ">" {
-            arr = arr.call_method1("astype", (native,))?;
-        }
+        let (dtype, keep) = match from_numpy_dtype(&descr) {
+            Ok(dtype) => {
+                let native = numpy_dtype(py, dtype)?;
+                if !descr.is(&native) && descr.getattr("byteorder")?.extract::<String>()? == ">" {
+                    arr = arr.call_method1("astype", (native,))?;
+                }
+                (dtype, None)
+            }
+            Err(e) => {
+                // Datetimes, fixed-length strings and bytes, records: opaque elements that
+                // keep their dtype (in native byte order).
+                let kind = descr.kind();
+                if !matches!(kind, b'M' | b'm' | b'U' | b'S' | b'V') || descr.has_object() {
+                    return Err(e);
+                }
+                let native = descr.call_method1("newbyteorder", ("=",))?;
+                if !native.eq(&descr)? {
+                    arr = arr.call_method1("astype", (&native,))?;
+                }
+                let native = native.cast_into::<PyArrayDescr>()?;
+                let elem = if matches!(kind, b'M' | b'm') {
+                    ElementType::Int64
+                } else {
+                    ElementType::raw(native.itemsize(), 1).map_err(to_pyerr)?
+                };
+                (elem, Some(native.unbind()))
+            }
+        };
         let arr = arr.cast_into::<PyUntypedArray>()?;
         let shape = arr.shape().to_vec();
         let nbytes = arr.len() * dtype.size();
@@ -133,7 +190,7 @@ impl Tensor {
             }
         };
         let bytes = buffer::try_copy(data, "Tensor.from_numpy").map_err(to_pyerr)?;
-        Ok(Self::new(Bytes::from(bytes), shape, dtype))
+        Ok(Self::with_descr(Bytes::from(bytes), shape, dtype, keep))
     }
 
     #[getter]
@@ -143,7 +200,7 @@ impl Tensor {
 
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        numpy_dtype(py, self.dtype)
+        self.descr(py)
     }
 
     #[getter]
@@ -156,7 +213,11 @@ impl Tensor {
         self.nbytes()
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let dtype = match &self.descr {
+            Some(d) => d.bind(py).to_string(),
+            None => self.dtype.to_string(),
+        };
         let consumed = if self.lock().is_none() {
             ", consumed"
         } else {
@@ -167,7 +228,7 @@ impl Tensor {
         format!(
             "Tensor(shape=({}{trailing}), dtype={}{consumed})",
             dims.join(", "),
-            self.dtype
+            dtype
         )
     }
 
@@ -181,7 +242,7 @@ impl Tensor {
     /// A read-only NumPy array over the tensor's memory, zero-copy.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let owner = Bound::new(py, BytesView::new(self.shared()?))?;
-        let descr = numpy_dtype(py, self.dtype)?;
+        let descr = self.descr(py)?;
         let mut dims: Vec<npy_intp> = self
             .shape
             .iter()
@@ -253,6 +314,14 @@ impl Tensor {
             ));
         }
         let this = slf.get();
+        if let Some(d) = &this.descr {
+            // No PEP 3118 format says "datetime64" (or UTF-32, or a record as zarr-python
+            // types it): refusing makes numpy.asarray use __array__, which keeps the dtype.
+            return Err(PyBufferError::new_err(format!(
+                "dtype {} has no buffer-protocol format; use to_numpy(), numpy.asarray(tensor) or buffer()",
+                d.bind(slf.py())
+            )));
+        }
         let format = buffer_format(this.dtype)?;
         let bytes = this.shared()?;
         let held = Box::new(HeldBuffer::new(bytes, &this.shape, this.dtype)?);
@@ -316,6 +385,7 @@ impl Tensor {
         copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let request = dlpack::parse_request(stream, max_version, dl_device, copy)?;
+        self.check_dlpack(py)?;
         let bytes = self.shared()?;
         let layout = self.layout();
         match (request.abi, request.copy) {
@@ -340,7 +410,8 @@ impl Tensor {
 
     /// Moves the buffer out for a writable zero-copy export; the tensor becomes a tombstone.
     #[allow(clippy::wrong_self_convention)] // the name is the public API; Python objects are shared
-    fn into_dlpack(&self) -> PyResult<OwnedTensor> {
+    fn into_dlpack(&self, py: Python<'_>) -> PyResult<OwnedTensor> {
+        self.check_dlpack(py)?;
         let mut slot = self.lock();
         let bytes = slot
             .take()

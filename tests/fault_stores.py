@@ -1102,9 +1102,9 @@ _meta_case(
 )
 _meta_case(
     "meta-v2-object-dtype",
-    ".zarray dtype '|O' with a vlen-utf8 filter (valid v2, strings)",
+    ".zarray dtype '|O' with numcodecs' JSON object codec (valid v2, Python objects)",
     UNSUPPORTED,
-    _set(dtype="|O", fill_value=None, filters=[{"id": "vlen-utf8"}]),
+    _set(dtype="|O", fill_value=None, filters=[{"id": "json2", "encoding": "utf-8"}]),
     v2=True,
 )
 _meta_case("meta-v2-missing-chunks", ".zarray without 'chunks'", METADATA,
@@ -1132,6 +1132,91 @@ def _absurd_shape(root: str) -> Built:
     return Built(
         root, "a", (slice(0, 2), slice(0, 2)), good=None, expected=np.full((2, 2), FILL, DTYPE)
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# variable-length strings and bytes: the vlen-utf8 / vlen-bytes chunk format (a u32 count,
+# then per element a u32 length and its bytes) damaged in an uncompressed chunk
+
+VLEN_TEXT = np.array([f"s{i}-" + "é" * (i % 3) for i in range(64)], dtype=object).reshape(SHAPE)
+VLEN_BYTES = np.array([bytes([i % 7]) * (i % 5) for i in range(64)], dtype=object).reshape(SHAPE)
+
+
+def write_vlen(root: str, kind: str) -> tuple[Any, np.ndarray]:
+    """An 8x8 array of strings ("utf8", v3) or bytes ("bytes-v2") in 4x4 uncompressed chunks."""
+    import zarr
+    from zarr.core.dtype import VariableLengthBytes
+
+    data = VLEN_TEXT if kind == "utf8" else VLEN_BYTES
+    with quiet_zarr():
+        z = zarr.create_array(
+            store=root,
+            name="a",
+            shape=SHAPE,
+            chunks=CHUNKS,
+            dtype=str if kind == "utf8" else VariableLengthBytes(),
+            compressors=None,
+            zarr_format=3 if kind == "utf8" else 2,
+        )
+        z[...] = data
+    return z, data
+
+
+def _corrupt_vlen(
+    kind: str, damage: Callable[[bytes], bytes], readable: bool = False
+) -> Callable[[str], Built]:
+    def build(root: str) -> Built:
+        z, data = write_vlen(root, kind)
+        key = stored_key("a", z, BAD)
+        file = key_file(root, key)
+        with open(file, "rb") as f:
+            good = f.read()
+        with open(file, "wb") as f:
+            f.write(damage(good))
+        return Built(
+            root, "a", BAD_REGION, key=key, good_value=data[GOOD_REGION],
+            original=data[BAD_REGION], expected=data[BAD_REGION] if readable else None,
+        )  # fmt: skip
+
+    return build
+
+
+def _vlen_length_past_end(b: bytes) -> bytes:
+    # the first element's length (after the 4-byte count) claims 2^31 bytes
+    return b[:4] + struct.pack("<I", 1 << 31) + b[8:]
+
+
+def _vlen_bad_utf8(b: bytes) -> bytes:
+    # the first element's first byte (after count and length) becomes 0xff
+    return b[:8] + b"\xff" + b[9:]
+
+
+def _register_vlen_cases() -> None:
+    damages: dict[str, tuple[Callable[[bytes], bytes], str]] = {
+        "truncated": (lambda b: b[: len(b) // 2], "first half of the chunk file"),
+        "empty": (lambda b: b"", "zero-length chunk file"),
+        "length-past-end": (_vlen_length_past_end, "an element length of 2^31 bytes"),
+        "huge-count": (
+            lambda b: struct.pack("<I", 0xFFFFFFFF) + b[4:],
+            "an element count of 2^32-1 in the header",
+        ),
+    }
+    for kind, label in (("utf8", "vlen-utf8"), ("bytes-v2", "vlen-bytes-v2")):
+        for damage_name, (fn, what) in damages.items():
+            name = f"{label}-{damage_name}"
+            case(name, "vlen chunks", DECODE, f"{label}: {what}", tags=("vlen",))(
+                _corrupt_vlen(kind, fn)
+            )
+        # numcodecs ignores bytes after the last element, so zarrpipe reads such a chunk too
+        leftover = _corrupt_vlen(kind, lambda b: b + b"\x00\x01", readable=True)
+        case(f"{label}-leftover", "vlen chunks", "value",
+             f"{label}: two bytes after the last element (valid: numcodecs ignores them)",
+             tags=("vlen",))(leftover)  # fmt: skip
+    case("vlen-utf8-bad-utf8", "vlen chunks", DECODE, "vlen-utf8: an element that is not UTF-8",
+         tags=("vlen",))(_corrupt_vlen("utf8", _vlen_bad_utf8))  # fmt: skip
+
+
+_register_vlen_cases()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1381,6 +1466,28 @@ def _describe_exception(e: BaseException) -> dict[str, Any]:
     }
 
 
+def _plain(a: np.ndarray | None) -> Any:
+    """An array as JSON for the child: nested lists, `bytes` spelled "bytes:<hex>" (the
+    variable-length cases hold strings and bytes)."""
+    if a is None:
+        return None
+    if a.dtype.kind not in "OT":
+        return a.tolist()
+    return np.vectorize(lambda x: "bytes:" + x.hex() if isinstance(x, bytes) else x,
+                        otypes=[object])(a).tolist()  # fmt: skip
+
+
+def _same(value: np.ndarray, want: Any) -> bool:
+    """A read's result equals `want` (what `_plain` made of the expected array)."""
+    want_arr = np.asarray(want, dtype=object)
+    if value.dtype.kind in "OT" or (
+        want_arr.dtype.kind == "O" and want_arr.size and isinstance(want_arr.flat[0], str)
+    ):
+        return value.shape == want_arr.shape and _plain(value.astype(object)) == want
+    want_num = np.asarray(want, dtype=DTYPE)
+    return bool(value.shape == want_num.shape and np.array_equal(value, want_num))
+
+
 def _child_read(args: dict[str, Any]) -> dict[str, Any]:
     """In the subprocess: open and read as `args` says, with the reader named there."""
     reader = args["reader"]
@@ -1424,18 +1531,16 @@ def _child_read(args: dict[str, Any]) -> dict[str, Any]:
         out.update(outcome="returned", shape=list(value.shape), dtype=str(value.dtype))
         for what in ("expected", "original"):
             if args.get(what) is not None:
-                want = np.asarray(args[what], dtype=DTYPE)
-                out[what + "_equal"] = bool(
-                    value.shape == want.shape and np.array_equal(value, want)
-                )
-        out["secret_seen"] = bool(value.size and (value == SECRET).any())
-        out["fill_only"] = bool(value.size and (value == FILL).all())
+                out[what + "_equal"] = _same(value, args[what])
+        numeric = value.dtype.kind not in "OTUSV"
+        out["secret_seen"] = bool(numeric and value.size and (value == SECRET).any())
+        out["fill_only"] = bool(numeric and value.size and (value == FILL).all())
     out["rss_growth"] = _status("VmHWM") - rss0
     if args.get("good") is not None:
         try:
             arr = open_(args["store"], args["path"])
             value = read(arr, _eval_selection(args["good"]))
-            out["after_ok"] = bool(np.array_equal(value, np.asarray(args["good_value"])))
+            out["after_ok"] = _same(value, args["good_value"])
         except BaseException as e:
             out["after_ok"] = False
             out["after_error"] = repr(e)[:200]
@@ -1457,9 +1562,9 @@ def observe(name: str, reader: str = "zarrpipe", *, timeout: float = 120) -> dic
             "path": built.path,
             "bad": repr(built.bad),
             "good": repr(built.good) if built.good is not None else None,
-            "good_value": built.good_value.tolist() if built.good_value is not None else None,
-            "expected": built.expected.tolist() if built.expected is not None else None,
-            "original": built.original.tolist() if built.original is not None else None,
+            "good_value": _plain(built.good_value),
+            "expected": _plain(built.expected),
+            "original": _plain(built.original),
             "unprivileged": "unprivileged" in c.tags and os.geteuid() == 0,
         }
         env = dict(os.environ, RUST_BACKTRACE="0", PYTHONWARNINGS="ignore")

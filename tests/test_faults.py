@@ -123,6 +123,49 @@ def test_corrupt_chunk_through_codec_pipeline(tmp_path, name):
 
 
 # ---------------------------------------------------------------------------------------------
+# variable-length strings and bytes: damaged vlen-utf8 / vlen-bytes chunks
+
+
+VLEN_CASES = names(lambda c: c.section == "vlen chunks")
+
+
+@pytest.mark.parametrize("name", VLEN_CASES)
+def test_corrupt_vlen_chunk(tmp_path, name):
+    """A damaged vlen chunk is a DecodeError naming the key through every read door and the
+    pipeline (truncated, lengths past the end, a count of 2^32-1, bad UTF-8: no panic, no
+    allocation of what the chunk claims), one zarr-python reads (trailing bytes) reads the
+    same, and the other chunks still read."""
+    c, b = build(name, tmp_path)
+    types = allowed_exceptions(c)
+    store = zarrpipe.Store(b.root)
+    arr = store.open_array(b.path)
+    if b.expected is not None:  # a valid chunk after all: read exactly
+        assert arr[b.bad].tolist() == b.expected.tolist()
+        assert arr.read_chunk(BAD).tolist() == b.expected.tolist()
+        types = ()
+    reads = {
+        "the chunk's region": lambda: arr[b.bad],
+        "one element of it": lambda: arr[5, 6],
+        "a row across two chunks": lambda: arr[6, 3:7],
+        "the whole array": lambda: arr[...],
+        "store.read": lambda: store.read(b.path, b.bad),
+        "read_chunk": lambda: arr.read_chunk(BAD),
+        "read_chunks": lambda: arr.read_chunks([(0, 0), BAD]),
+    }
+    for what, read in reads.items() if types else ():
+        assert_raises(read, types, key=b.key, what=what)
+    assert arr[GOOD_REGION].tolist() == b.good_value.tolist()
+    with zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"}), quiet_zarr():
+        z = zarr.open_array(store=b.root, path=b.path, mode="r")
+        if types:
+            assert_raises(lambda: z[b.bad], types, what="pipeline")
+        else:
+            assert z[b.bad].tolist() == b.expected.tolist()
+        assert z[GOOD_REGION].tolist() == b.good_value.tolist()
+    assert_healthy(str(tmp_path / "scratch"))
+
+
+# ---------------------------------------------------------------------------------------------
 # the zarrs fallback path: arrays whose codec chain zarrpipe hands to zarrs' decoder get the
 # same guarantees (typed error, no wrong data, key named)
 

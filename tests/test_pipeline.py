@@ -850,12 +850,34 @@ def test_blocks_are_basic(ours, loc):
     assert_values(values(reopen(loc, DEFAULT)), data, "after a block write")
 
 
-UNSUPPORTED = [
+# Data types that once fell back and are now read and written natively (no FallbackWarning,
+# even in strict mode); tests/test_dtype_matrix.py covers them by codec.
+NATIVE_NOW = [
     ("str", dict(dtype=str, fill_value=""), ["a", "bb", "", "dddd", "é"]),
     ("fixed-unicode", dict(dtype="<U4", fill_value=""), ["a", "bb", "", "dddd", "é"]),
     ("datetime", dict(dtype="M8[s]"), np.arange(1_000_000, 1_000_005).astype("M8[s]")),
     ("timedelta", dict(dtype="m8[ms]"), np.arange(5).astype("m8[ms]")),
     ("v2-big-endian", dict(dtype=">i4", zarr_format=2), np.arange(5, dtype=">i4") - 2),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,data", NATIVE_NOW, ids=[u[0] for u in NATIVE_NOW])
+def test_former_fallback_dtypes_are_native(ours, loc, name, kwargs, data):
+    with warnings.catch_warnings(), zarr.config.set({"codec_pipeline.strict": True}):
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        a = create(loc, OURS, shape=(5,), chunks=(2,), **kwargs)
+        a[...] = data
+        a[1:2] = data[3:4]
+        b = reopen(loc, OURS)
+        got, part = values(b), values(b, np.s_[2:4])
+    want = np.asarray(data).copy()
+    want[1] = want[3]
+    assert np.array_equal(got, want)
+    assert np.array_equal(part, want[2:4])
+    assert np.array_equal(values(reopen(loc, DEFAULT)), want)
+
+
+UNSUPPORTED = [
     (
         "v2-quantize-filter",
         dict(dtype="f8", zarr_format=2, filters=[numcodecs.Quantize(digits=3, dtype="f8")]),
@@ -934,9 +956,11 @@ def test_strict_mode(ours, loc, tmp_path):
         assert_values(values(a, np.s_[::2]), np.ones((7, 11), "int32"), "steps")
         a[::2] = 5
         a.oindex[[1, 3], :] = 6
-        # a data type zarrpipe does not decode is refused, not handed over
-        with pytest.raises(zarrpipe.UnsupportedError):
-            create(Location(loc.kind, tmp_path), OURS, shape=(3,), dtype=str)
+        # a codec zarrpipe does not decode is refused, not handed over
+        with warnings.catch_warnings(), pytest.raises(zarrpipe.UnsupportedError):
+            warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
+            quantize = numcodecs_v3("Quantize", digits=3, dtype="f8")
+            create(Location(loc.kind, tmp_path), OURS, shape=(3,), dtype="f8", filters=[quantize])
         assert issubclass(zarrpipe.UnsupportedError, zarrpipe.ZarrpipeError)
         a[1:3, -4:] = 7
         assert int(a[2, -1]) == 7
@@ -1044,13 +1068,24 @@ def create_memory(**kwargs: Any) -> zarr.Array:
 
 
 def test_pickle_fallback_pipeline(ours, loc):
+    quantize = numcodecs.Quantize(digits=3, dtype="f8")
     with pytest.warns(zarrpipe.FallbackWarning):
-        a = create(loc, OURS, shape=(4,), chunks=(2,), dtype=str, fill_value="")
-    a[...] = ["x", "yy", "", "z"]
+        a = create(loc, OURS, shape=(4,), chunks=(2,), dtype="f8", zarr_format=2,
+                   filters=[quantize])  # fmt: skip
+    a[...] = [1.0, 2.5, 0.0, -4.0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarrpipe.FallbackWarning)
         b = pickle.loads(pickle.dumps(a))
-    assert list(values(b)) == ["x", "yy", "", "z"]
+    assert list(values(b)) == [1.0, 2.5, 0.0, -4.0]
+
+
+def test_pickle_string_pipeline(ours, loc):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        a = create(loc, OURS, shape=(4,), chunks=(2,), dtype=str, fill_value="")
+        a[...] = ["x", "yy", "", "z"]
+        b = pickle.loads(pickle.dumps(a))
+        assert list(values(b)) == ["x", "yy", "", "z"]
 
 
 # ---------------------------------------------------------------------------------------------

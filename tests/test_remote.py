@@ -198,7 +198,6 @@ def test_read_async_keeps_the_event_loop_running(s3, local_store):
     assert ticks > 0
 
 
-# (The big-endian v2 array goes to zarr-python's own pipeline, with a FallbackWarning.)
 @pytest.mark.parametrize("path", ["plain", "sharded"])
 def test_zarr_python_pipeline_over_an_object_store(s3, local_store, path):
     from zarrpipe import pipeline

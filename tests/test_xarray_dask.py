@@ -155,20 +155,19 @@ def test_xarray_append_and_region_writes(tmp_path, fmt):
     assert_like_original(results["ours"], expected)
 
 
-def test_xarray_strings_fall_back(tmp_path):
-    """A string variable goes to zarr-python's pipeline (FallbackWarning), the rest to ours;
-    everything is identical to the default pipeline's read."""
+def test_xarray_strings_are_native(tmp_path):
+    """A string variable is read by zarrpipe too (no FallbackWarning); everything is
+    identical to the default pipeline's read."""
     ds = make_dataset()[["temp"]]
     ds["name"] = (("x",), np.array([f"station-{i}" for i in range(17)], dtype=object))
     path = tmp_path / "s.zarr"
     write(ds, path, 3, DEFAULT)
     with pipeline(DEFAULT), xr.open_zarr(path, consolidated=False) as d:
         want = d.compute()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", zarrpipe.FallbackWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
         with pipeline(OURS), xr.open_zarr(path, consolidated=False) as d:
             got = d.compute()
-    assert any(issubclass(w.category, zarrpipe.FallbackWarning) for w in caught)
     xr.testing.assert_identical(got, want)
     xr.testing.assert_identical(got, ds)
 

@@ -18,10 +18,16 @@ use crate::buffer::checked_nbytes;
 use crate::decode::chain::{ChainError, ChunkChain, ZarrsTypes};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
+use crate::numpy_type::{stand_in, NumpyType};
 use crate::selection::Region;
 use crate::store::{node_path, Store};
+use crate::variable::Variable;
 
 pub type ZarrsArray = ZarrsArrayOf<dyn ReadableListableStorageTraits>;
+
+/// Why the fixed-size paths refuse a variable-length array.
+const VARIABLE: &str =
+    "variable-length elements (strings, bytes) are read and written by read_variable / write_variable";
 
 /// What a user sees of an array.
 #[derive(Clone, Debug)]
@@ -40,6 +46,12 @@ pub struct ArrayInfo {
     /// User attributes as JSON text.
     pub attributes: String,
     pub dimension_names: Option<Vec<Option<String>>>,
+    /// The real data type when the engine carries it as opaque elements or as `int64`
+    /// (datetimes, fixed-length strings and bytes, records, small floats): its NumPy dtype.
+    pub numpy_type: Option<NumpyType>,
+    /// Variable-length elements (strings, bytes): read and written by `variable`, never
+    /// by the fixed-size paths (whose `chain()` refuses such an array).
+    pub variable: Option<Variable>,
 }
 
 /// An open array, ready to read and write.
@@ -72,9 +84,30 @@ impl Array {
                 })?;
                 return Self::with_metadata(store, &node, &json);
             }
+            Err(
+                e @ (ArrayCreateError::DataTypeCreateError(_)
+                | ArrayCreateError::UnsupportedZarrV2Array(_)
+                | ArrayCreateError::StorageError(StorageError::InvalidMetadata(..))),
+            ) => {
+                // A data type zarrs lacks (e.g. v2 `<M8[ns]`, `|S7`, records): the stand-in
+                // of `numpy_type` may open it.
+                return match metadata_json(&store, &node) {
+                    Some(json) if has_stand_in(&json) => Self::with_metadata(store, &node, &json),
+                    _ => Err(open_error(&store, &node, e)),
+                };
+            }
             Err(e) => return Err(open_error(&store, &node, e)),
         };
-        Self::from_zarrs(store, node, zarrs)
+        // A type zarrs opens in its own way (v3 datetimes, raw bits, UTF-32) is opened
+        // again through its stand-in, so that it reads as zarr-python reads it.
+        let mut json = serde_json::to_value(zarrs.metadata()).unwrap_or(Value::Null);
+        if let ArrayMetadata::V2(_) = zarrs.metadata() {
+            json["attributes"] = Value::Object(zarrs.attributes().clone());
+        }
+        if has_stand_in(&json.to_string()) {
+            return Self::with_metadata(store, &node, &json.to_string());
+        }
+        Self::from_zarrs(store, node, zarrs, None)
     }
 
     /// The array at `path` described by `metadata_json` (zarr.json or .zarray content)
@@ -82,13 +115,14 @@ impl Array {
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
         crate::harden::install();
         let node = node_path(path)?;
-        let metadata = parse_metadata(metadata_json).map_err(|reason| Error::Metadata {
-            path: node.clone(),
-            reason,
-        })?;
+        let (metadata, numpy_type) =
+            parse_metadata_typed(metadata_json).map_err(|reason| Error::Metadata {
+                path: node.clone(),
+                reason,
+            })?;
         let zarrs = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
             .map_err(|e| open_error(&store, &node, e))?;
-        Self::from_zarrs(store, node, zarrs)
+        Self::from_zarrs(store, node, zarrs, numpy_type)
     }
 
     /// An array whose chunk bytes the caller supplies (and stores) itself, described by
@@ -104,13 +138,24 @@ impl Array {
         self
     }
 
-    fn from_zarrs(store: Arc<Store>, node: String, zarrs: ZarrsArray) -> Result<Self> {
-        let dtype = ElementType::from_zarrs(zarrs.data_type()).map_err(|_| {
-            Error::Unsupported(format!(
-                "array {node}: data type {} is not a fixed-size number or bool",
-                data_type_spelling(&zarrs)
-            ))
-        })?;
+    fn from_zarrs(
+        store: Arc<Store>,
+        node: String,
+        zarrs: ZarrsArray,
+        numpy_type: Option<NumpyType>,
+    ) -> Result<Self> {
+        let variable = Variable::of(zarrs.data_type(), zarrs.metadata());
+        let dtype = match (&numpy_type, variable) {
+            (Some(t), _) => t.elem,
+            // Never used as an element: the chain below refuses fixed-size reads.
+            (None, Some(_)) => ElementType::UInt8,
+            (None, None) => ElementType::from_zarrs(zarrs.data_type()).map_err(|_| {
+                Error::Unsupported(format!(
+                    "array {node}: data type {} is not a fixed-size type zarrpipe reads",
+                    data_type_spelling(&zarrs)
+                ))
+            })?,
+        };
         let v3 = v3_metadata(&zarrs).ok_or_else(|| {
             Error::Unsupported(format!("cannot convert the v2 metadata of {node}"))
         })?;
@@ -130,6 +175,7 @@ impl Array {
                     reason: format!("chunk shape {chunk:?} is too large to address"),
                 })?;
                 let chain = match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
+                    _ if variable.is_some() => Err(VARIABLE.to_owned()),
                     Ok(chain) => Ok(Arc::new(chain)),
                     Err(ChainError::Unsupported(reason)) => Err(reason),
                     Err(ChainError::Invalid(reason)) => {
@@ -172,6 +218,8 @@ impl Array {
             zarr_format,
             attributes: serde_json::to_string(zarrs.attributes()).unwrap_or_else(|_| "{}".into()),
             dimension_names,
+            numpy_type,
+            variable,
         };
         Ok(Self {
             store,
@@ -295,7 +343,25 @@ fn data_type_spelling(zarrs: &ZarrsArray) -> String {
 /// Parses array metadata JSON (v2 or v3). A v2 `fill_value: null` means the data type's
 /// default (zarr-python's reading); zarrs rejects it for complex types, so it is spelled out.
 pub fn parse_metadata(json: &str) -> std::result::Result<ArrayMetadata, String> {
+    parse_metadata_typed(json).map(|(m, _)| m)
+}
+
+/// Whether metadata JSON has a data type that opens through a stand-in (`numpy_type`).
+fn has_stand_in(json: &str) -> bool {
+    serde_json::from_str::<Value>(json)
+        .ok()
+        .is_some_and(|mut v| {
+            let before = v.clone();
+            matches!(stand_in(&mut v), Ok(Some(_))) || v != before
+        })
+}
+
+/// [`parse_metadata`], with a data type zarrs lacks replaced by its stand-in, and that type.
+fn parse_metadata_typed(
+    json: &str,
+) -> std::result::Result<(ArrayMetadata, Option<NumpyType>), String> {
     let mut value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let numpy_type = stand_in(&mut value)?;
     if value.get("zarr_format").and_then(Value::as_u64) == Some(2)
         && value.get("fill_value").is_some_and(Value::is_null)
         && value
@@ -305,7 +371,27 @@ pub fn parse_metadata(json: &str) -> std::result::Result<ArrayMetadata, String> 
     {
         value["fill_value"] = serde_json::json!([0.0, 0.0]);
     }
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    let metadata = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    Ok((metadata, numpy_type))
+}
+
+/// The metadata document of the array at `node`: v3 `zarr.json`, else v2 (`.zarray` with
+/// `.zattrs`).
+fn metadata_json(store: &Store, node: &str) -> Option<String> {
+    use zarrs::storage::StoreKey;
+    let prefix = node.trim_matches('/');
+    let key = if prefix.is_empty() {
+        "zarr.json".to_owned()
+    } else {
+        format!("{prefix}/zarr.json")
+    };
+    let v3 = StoreKey::new(key)
+        .ok()
+        .and_then(|k| store.zarrs().get(&k).ok().flatten());
+    match v3 {
+        Some(bytes) => String::from_utf8(bytes.to_vec()).ok(),
+        None => v2_metadata_json(store, node),
+    }
 }
 
 /// The .zarray (with .zattrs) of a v2 array, as one JSON document.

@@ -21,6 +21,10 @@ use crate::store::{node_path, Store};
 pub struct ArraySpec {
     pub shape: Vec<u64>,
     pub dtype: ElementType,
+    /// The data type as the metadata spells it, for types beyond numbers and bool
+    /// (`"<M8[ns]"`, `{"name": "fixed_length_utf32", ...}`: see `numpy_type`); `None`:
+    /// `dtype`'s own name.
+    pub data_type: Option<Value>,
     /// The NumPy dtype had `>`: v2 stores it big-endian (`">i4"`); v3 stores little-endian,
     /// as zarr-python does.
     pub big_endian: bool,
@@ -62,13 +66,42 @@ impl ArraySpec {
             }
         };
         let dtype_name = v.get("dtype").and_then(Value::as_str).unwrap_or_default();
-        Ok(Self {
-            shape: shape_of("shape")?.ok_or_else(|| bad("shape is required".into()))?,
-            dtype: ElementType::from_name(dtype_name).ok_or_else(|| {
+        let zarr_format = v
+            .get("zarr_format")
+            .and_then(Value::as_u64)
+            .map_or(3, |f| u8::try_from(f).unwrap_or(0));
+        let fill_value = v.get("fill_value").filter(|f| !f.is_null()).cloned();
+        let data_type = v.get("data_type").filter(|d| !d.is_null()).cloned();
+        let dtype = match &data_type {
+            // The engine element of a spelled-out type is its stand-in's.
+            Some(dt) => {
+                let field = if zarr_format == 2 {
+                    "dtype"
+                } else {
+                    "data_type"
+                };
+                let mut probe = json!({"zarr_format": zarr_format, "fill_value": fill_value});
+                probe[field] = dt.clone();
+                match crate::numpy_type::stand_in(&mut probe) {
+                    Ok(Some(t)) => t.elem,
+                    Ok(None) => {
+                        return Err(Error::Unsupported(format!(
+                            "zarrpipe cannot create arrays of data type {dt}"
+                        )))
+                    }
+                    Err(why) => return Err(bad(why)),
+                }
+            }
+            None => ElementType::from_name(dtype_name).ok_or_else(|| {
                 Error::Unsupported(format!(
                     "zarrpipe cannot create arrays of data type {dtype_name:?} yet"
                 ))
             })?,
+        };
+        Ok(Self {
+            shape: shape_of("shape")?.ok_or_else(|| bad("shape is required".into()))?,
+            dtype,
+            data_type,
             big_endian: v
                 .get("big_endian")
                 .and_then(Value::as_bool)
@@ -77,7 +110,7 @@ impl ArraySpec {
             shards: shape_of("shards")?,
             compressors: list_of("compressors")?,
             filters: list_of("filters")?,
-            fill_value: v.get("fill_value").filter(|f| !f.is_null()).cloned(),
+            fill_value,
             attributes: match v.get("attributes") {
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(m)) => m.clone(),
@@ -89,10 +122,7 @@ impl ArraySpec {
                     bad(format!("dimension_names must be strings or None, got {x}"))
                 })?),
             },
-            zarr_format: v
-                .get("zarr_format")
-                .and_then(Value::as_u64)
-                .map_or(3, |f| u8::try_from(f).unwrap_or(0)),
+            zarr_format,
         })
     }
 }
@@ -310,11 +340,18 @@ fn check_shapes(spec: &ArraySpec) -> Result<()> {
     Ok(())
 }
 
-/// The bytes codec, as zarr-python writes it: no endian for one-byte types, else little
-/// endian whatever the NumPy byte order (a v3 data type has none; zarr-python's default
-/// serializer is always little-endian).
+/// The bytes codec, as zarr-python writes it: no endian for types without a byte order
+/// (one-byte types, bytes), else little endian whatever the NumPy byte order (a
+/// v3 data type has none; zarr-python's default serializer is always little-endian).
 fn bytes_codec(spec: &ArraySpec) -> Value {
-    if spec.dtype.size() == 1 {
+    // Records: zarr-python 3.4 writes (and expects) an endian, 3.1 ignores it.
+    let record = spec
+        .data_type
+        .as_ref()
+        .and_then(|d| d.get("name"))
+        .and_then(Value::as_str)
+        .is_some_and(|n| matches!(n, "struct" | "structured"));
+    if spec.dtype.swap_unit() == 1 && !record {
         json!({"name": "bytes"})
     } else {
         json!({"name": "bytes", "configuration": {"endian": "little"}})
@@ -410,7 +447,7 @@ fn v3_document(spec: &ArraySpec) -> Result<Value> {
     };
     let mut doc = json!({
         "shape": spec.shape,
-        "data_type": spec.dtype.name(),
+        "data_type": spec.data_type.clone().unwrap_or_else(|| json!(spec.dtype.name())),
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": fill_or_zero(spec),
@@ -465,7 +502,7 @@ fn v2_documents(spec: &ArraySpec) -> Result<Vec<(&'static str, String)>> {
     let doc = json!({
         "shape": spec.shape,
         "chunks": spec.chunks,
-        "dtype": v2_dtype(spec),
+        "dtype": spec.data_type.clone().unwrap_or_else(|| json!(v2_dtype(spec))),
         "fill_value": fill_or_zero(spec),
         "order": "C",
         "filters": filters,
@@ -496,6 +533,7 @@ fn v2_dtype(spec: &ArraySpec) -> String {
         ElementKind::Float => 'f',
         ElementKind::BFloat => 'V',
         ElementKind::Complex => 'c',
+        ElementKind::Raw => 'V',
     };
     format!("{order}{kind}{size}")
 }
@@ -508,6 +546,7 @@ fn fill_or_zero(spec: &ArraySpec) -> Value {
             ElementKind::Float | ElementKind::BFloat => json!(0.0),
             ElementKind::Complex => json!([0.0, 0.0]),
             ElementKind::Int | ElementKind::UInt => json!(0),
+            ElementKind::Raw => json!(vec![0u8; spec.dtype.size()]),
         })
 }
 
@@ -519,6 +558,7 @@ mod tests {
         ArraySpec {
             shape: vec![10, 20],
             dtype: ElementType::Int16,
+            data_type: None,
             big_endian: false,
             chunks: vec![5, 5],
             shards: None,

@@ -1,12 +1,17 @@
-//! The element types zarrpipe hands out: fixed-size, native-endian numbers and bool.
+//! The element types zarrpipe hands out: fixed-size, native-endian numbers and bool, and
+//! opaque fixed-size elements (`Raw`) for every other fixed-size type (fixed-length strings
+//! and bytes, structured records), whose NumPy meaning the array's [`crate::numpy_type`]
+//! carries.
 //!
 //! Decoded data is always native-endian (zarrs' `bytes` codec swaps), so an element type
-//! here is only a kind and a width; byte order is not part of it.
+//! here is only a kind and a width; byte order is not part of it. A `Raw` element says
+//! which unit the `bytes` codec reverses (4 for UTF-32 code points, 1 for bytes and records).
 
 use zarrs::array::data_type::{
-    BFloat16DataType, BoolDataType, Complex128DataType, Complex64DataType, Float16DataType,
-    Float32DataType, Float64DataType, Int16DataType, Int32DataType, Int64DataType, Int8DataType,
-    UInt16DataType, UInt32DataType, UInt64DataType, UInt8DataType,
+    BFloat16DataType, BoolDataType, Complex128DataType, Complex64DataType,
+    FixedLengthUTF32DataType, Float16DataType, Float32DataType, Float64DataType, Int16DataType,
+    Int32DataType, Int64DataType, Int8DataType, RawBitsDataType, UInt16DataType, UInt32DataType,
+    UInt64DataType, UInt8DataType,
 };
 use zarrs::array::DataType;
 
@@ -30,6 +35,11 @@ pub enum ElementType {
     Float64,
     Complex64,
     Complex128,
+    /// `size` opaque bytes, byte-swapped in units of `swap` bytes (1: never).
+    Raw {
+        size: u32,
+        swap: u8,
+    },
 }
 
 /// How DLPack and NumPy classify an element type.
@@ -41,6 +51,8 @@ pub enum ElementKind {
     Float,
     BFloat,
     Complex,
+    /// Opaque bytes: no DLPack code, no arithmetic.
+    Raw,
 }
 
 impl ElementType {
@@ -71,6 +83,7 @@ impl ElementType {
             Self::Int32 | Self::UInt32 | Self::Float32 => 4,
             Self::Int64 | Self::UInt64 | Self::Float64 | Self::Complex64 => 8,
             Self::Complex128 => 16,
+            Self::Raw { size, .. } => size as usize,
         }
     }
 
@@ -83,10 +96,22 @@ impl ElementType {
             Self::Float16 | Self::Float32 | Self::Float64 => ElementKind::Float,
             Self::BFloat16 => ElementKind::BFloat,
             Self::Complex64 | Self::Complex128 => ElementKind::Complex,
+            Self::Raw { .. } => ElementKind::Raw,
         }
     }
 
-    /// The Zarr v3 / NumPy name (`"uint16"`, `"complex64"`, `"bfloat16"`).
+    /// The unit the `bytes` codec reverses to change byte order (1: nothing to reverse).
+    #[must_use]
+    pub const fn swap_unit(self) -> usize {
+        match self {
+            Self::Complex64 | Self::Complex128 => self.size() / 2,
+            Self::Raw { swap, .. } => swap as usize,
+            _ => self.size(),
+        }
+    }
+
+    /// The Zarr v3 / NumPy name (`"uint16"`, `"complex64"`, `"bfloat16"`; `"raw"` for every
+    /// opaque element, whose width [`std::fmt::Display`] shows).
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -105,6 +130,7 @@ impl ElementType {
             Self::Float64 => "float64",
             Self::Complex64 => "complex64",
             Self::Complex128 => "complex128",
+            Self::Raw { .. } => "raw",
         }
     }
 
@@ -114,8 +140,18 @@ impl ElementType {
         Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    /// Maps a zarrs data type; anything that is not a fixed-size number or bool is unsupported.
+    /// Maps a zarrs data type: a fixed-size number or bool, or the opaque stand-ins
+    /// [`crate::numpy_type`] hands zarrs (raw bits, fixed-length UTF-32); anything else
+    /// is unsupported.
     pub fn from_zarrs(data_type: &DataType) -> Result<Self> {
+        if let Some(raw) = data_type.downcast_ref::<RawBitsDataType>() {
+            return Self::raw(raw.size_bytes(), 1);
+        }
+        if data_type.is::<FixedLengthUTF32DataType>() {
+            if let zarrs::array::DataTypeSize::Fixed(n) = data_type.size() {
+                return Self::raw(n, 4);
+            }
+        }
         let pairs: [(bool, Self); 15] = [
             (data_type.is::<BoolDataType>(), Self::Bool),
             (data_type.is::<Int8DataType>(), Self::Int8),
@@ -144,9 +180,26 @@ impl ElementType {
     }
 }
 
+impl ElementType {
+    /// An opaque element of `size` bytes (at least one), swapped in units of `swap`.
+    pub fn raw(size: usize, swap: u8) -> Result<Self> {
+        match u32::try_from(size) {
+            Ok(size) if size > 0 && swap > 0 && size % u32::from(swap) == 0 => {
+                Ok(Self::Raw { size, swap })
+            }
+            _ => Err(Error::Unsupported(format!(
+                "an element of {size} bytes (in units of {swap})"
+            ))),
+        }
+    }
+}
+
 impl std::fmt::Display for ElementType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Self::Raw { size, .. } => write!(f, "raw{size}"),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod fork;
 pub mod gather;
 pub mod harden;
 pub mod hierarchy;
+pub mod numpy_type;
 pub mod pick;
 pub mod plan;
 pub mod plugins;
@@ -24,6 +25,7 @@ pub mod remote_read;
 pub mod scatter;
 pub mod selection;
 pub mod store;
+pub mod variable;
 pub mod write;
 
 pub use dtype::{ElementKind, ElementType};

@@ -3,9 +3,11 @@ values) into the JSON spec the engine builds array metadata from."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,14 @@ _NAMES = {
 }  # fmt: skip
 
 
+# ml_dtypes' one-byte floats, created as Zarr v3 data types of the same name.
+_SMALL_FLOATS = {
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "float6_e2m3fn",
+    "float6_e3m2fn",
+}  # fmt: skip
+
+
 def _dtype(dtype: Any) -> tuple[str, bool]:
     dt = np.dtype(dtype)
     name = dt.name
@@ -25,6 +35,80 @@ def _dtype(dtype: Any) -> tuple[str, bool]:
         # ml_dtypes' bfloat16 has kind "V" and name "bfloat16"
         raise TypeError(f"zarrpipe cannot create arrays of dtype {dt} yet")
     return name, dt.byteorder == ">" or (dt.byteorder == "=" and np.little_endian is False)
+
+
+def _is_spelled_out(dt: np.dtype[Any]) -> bool:
+    """A fixed-size type beyond numbers and bool, created from its metadata spelling."""
+    return (dt.kind in "MmUSV" and not dt.hasobject and dt.name not in _NAMES) or (
+        dt.name in _SMALL_FLOATS
+    )
+
+
+def _v3_name(dt: np.dtype[Any]) -> Any:
+    """The Zarr v3 spelling of a NumPy dtype (zarr-python 3.4's, when zarr is not installed)."""
+    if dt.names is not None:
+        fields = [{"name": n, "data_type": _v3_name(dt.fields[n][0])} for n in dt.names]  # type: ignore[index]
+        return {"name": "struct", "configuration": {"fields": fields}}
+    if dt.kind in "Mm":
+        unit, scale = np.datetime_data(dt)
+        name = "numpy.datetime64" if dt.kind == "M" else "numpy.timedelta64"
+        return {"name": name, "configuration": {"unit": unit, "scale_factor": scale}}
+    named = {"U": "fixed_length_utf32", "S": "null_terminated_bytes", "V": "raw_bytes"}
+    if dt.kind in named and dt.name not in _SMALL_FLOATS:
+        return {"name": named[dt.kind], "configuration": {"length_bytes": dt.itemsize}}
+    return dt.name
+
+
+def _v2_name(dt: np.dtype[Any]) -> Any:
+    if dt.names is None:
+        return dt.str
+    fields: list[list[Any]] = []
+    for n in dt.names:
+        field = dt.fields[n][0]  # type: ignore[index]
+        if field.subdtype is None:
+            fields.append([n, _v2_name(field)])
+        else:
+            fields.append([n, _v2_name(field.subdtype[0]), list(field.subdtype[1])])
+    return fields
+
+
+def _scalar_json(dt: np.dtype[Any], value: Any) -> Any:
+    """A fill value as zarr-python spells it (without zarr installed)."""
+    scalar = np.zeros((), dtype=dt) if value is None else np.asarray(value, dtype=dt)
+    if dt.kind in "Mm":
+        if value is None or np.isnat(scalar):
+            return "NaT"
+        return int(scalar.view(np.int64))
+    if dt.kind == "U":
+        return str(scalar)
+    if dt.name in _SMALL_FLOATS:
+        return f"0x{int(scalar.reshape(1).view(np.uint8)[0]):02x}"
+    return base64.standard_b64encode(scalar.tobytes()).decode("ascii")
+
+
+def _spelled_out(dt: np.dtype[Any], fill_value: Any, zarr_format: int) -> tuple[Any, Any]:
+    """(data type, fill value) as the installed zarr-python writes them, or as zarr-python
+    3.4 does when zarr is not installed."""
+    try:
+        from zarr.core.dtype import get_data_type_from_native_dtype
+    except ImportError:
+        zdt = None
+    else:
+        try:
+            zdt = get_data_type_from_native_dtype(dt)
+        except (TypeError, ValueError):
+            zdt = None  # not a zarr-python type (ml_dtypes' small floats)
+    if zdt is None:
+        name = _v2_name(dt) if zarr_format == 2 else _v3_name(dt)
+        return name, _scalar_json(dt, fill_value)
+    with warnings.catch_warnings():
+        # zarr-python warns that some v3 spellings are not in the spec yet.
+        warnings.simplefilter("ignore")
+        spelled = zdt.to_json(zarr_format=zarr_format)  # type: ignore[call-overload]
+        name = spelled["name"] if zarr_format == 2 else spelled
+        scalar = zdt.default_scalar() if fill_value is None else zdt.cast_scalar(fill_value)
+        fill = zdt.to_json_scalar(scalar, zarr_format=zarr_format)  # type: ignore[arg-type]
+    return name, fill
 
 
 def _shape(value: Any, what: str) -> list[int] | None:
@@ -136,19 +220,27 @@ def array_spec_json(
     dimension_names: Any,
     zarr_format: int,
 ) -> str:
-    name, big_endian = _dtype(dtype)
+    dt = np.dtype(dtype)
+    data_type = None
+    if _is_spelled_out(dt):
+        name, big_endian = "", False
+        data_type, fill = _spelled_out(dt, fill_value, int(zarr_format))
+    else:
+        name, big_endian = _dtype(dt)
+        fill = _fill(fill_value, name)
     if chunks is None:
         within = _shape(shape, "shape") if shards is None else _shape(shards, "shards")
-        chunks = guess_chunks(within, 2 if name == "bfloat16" else np.dtype(name).itemsize)
+        chunks = guess_chunks(within, dt.itemsize)
     spec = {
         "shape": _shape(shape, "shape"),
         "dtype": name,
+        "data_type": data_type,
         "big_endian": big_endian,
         "chunks": _shape(chunks, "chunks"),
         "shards": _shape(shards, "shards"),
         "compressors": _codecs(compressors),
         "filters": _codecs(filters) if filters != "auto" else None,
-        "fill_value": _fill(fill_value, name),
+        "fill_value": fill,
         "attributes": dict(attributes or {}),
         "dimension_names": None if dimension_names is None else list(dimension_names),
         "zarr_format": int(zarr_format),

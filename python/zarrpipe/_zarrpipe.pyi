@@ -79,6 +79,12 @@ class Tensor:
     memory alive. `into_dlpack()` moves a buffer that nobody else holds out for a writable,
     zero-copy export; the tensor is then consumed (a tombstone: `shape`, `dtype`, `nbytes`
     and `repr` still work, the data faces raise `BufferError`).
+
+    Fixed-size types DLPack has no type code for — `datetime64`, `timedelta64`, fixed-length
+    strings (`<U7`) and bytes (`|S7`, `|V8`), structured records, ml_dtypes' small floats —
+    refuse `__dlpack__`, `into_dlpack()` and the buffer protocol with `BufferError`;
+    `to_numpy()`, `np.asarray(t)` (through `__array__`) and `buffer()` give their data with
+    the right dtype.
     """
 
     @staticmethod
@@ -86,22 +92,22 @@ class Tensor:
         """Copies an array into a fresh Tensor.
 
         Args:
-            array: Anything `numpy.asarray` accepts, of a dtype zarrpipe holds (bool,
-                (u)int8-64, float16/32/64, complex64/128, bfloat16). It is made
-                C-contiguous and native-endian.
+            array: Anything `numpy.asarray` accepts, of a fixed-size dtype (numbers, bool,
+                bfloat16, datetime64/timedelta64, fixed-length strings and bytes, records).
+                It is made C-contiguous and native-endian.
 
         Returns:
             A Tensor that owns its copy (so `into_dlpack()` succeeds on it).
 
         Raises:
-            TypeError: The dtype is not one zarrpipe holds.
+            TypeError: The dtype is not one zarrpipe holds (object arrays).
         """
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape, one length per axis (still available after `into_dlpack()`)."""
     @property
     def dtype(self) -> np.dtype[Any]:
-        """The element type, in native byte order."""
+        """The element type, in native byte order (a record keeps its fields' orders)."""
     @property
     def ndim(self) -> int:
         """The number of axes."""
@@ -193,8 +199,9 @@ class Tensor:
         Raises:
             BufferError: Something else still shares the buffer — a view, an array from
                 `to_numpy()`, a chunk cache entry — (the tensor is left intact; use
-                `__dlpack__(copy=True)` for a writable copy), or the tensor was already
-                consumed.
+                `__dlpack__(copy=True)` for a writable copy), the tensor was already
+                consumed, or its dtype has no DLPack type code (datetimes, strings,
+                records: use `to_numpy()`).
         """
 
 @final
@@ -258,6 +265,11 @@ class Array:
     Get one from `Store.open_array` or `Store.create_array`. Reads return fresh Tensors that
     the caller owns; writes encode in Rust with the GIL released.
 
+    Arrays of variable-length strings and bytes (v3 `string` / `variable_length_bytes`, v2
+    `|O` with `vlen-utf8` / `vlen-bytes`) cannot travel as Tensors: their reads return NumPy
+    arrays of the dtype zarr-python returns (`StringDType()` for text, object holding
+    `bytes` for byte strings), decoded in parallel in Rust.
+
     A selection is NumPy basic indexing with step 1: integers (each drops its axis), slices
     (clamped like NumPy's), `...`, or a tuple of them; `None` in `read`/`write` selects
     everything. A slice step other than 1 is an `IndexError`; `None` inside a selection,
@@ -272,7 +284,9 @@ class Array:
         """The array's shape."""
     @property
     def dtype(self) -> np.dtype[Any]:
-        """The element type, in native byte order (whatever order the store keeps)."""
+        """The element type, in native byte order (whatever order the store keeps; a
+        record keeps its fields' orders); `StringDType()` / object for variable-length
+        strings / bytes."""
     @property
     def ndim(self) -> int:
         """The number of axes."""
@@ -317,7 +331,7 @@ class Array:
         Raises:
             TypeError: The array is 0-dimensional.
         """
-    def __getitem__(self, selection: _Selection, /) -> Tensor:
+    def __getitem__(self, selection: _Selection, /) -> Tensor | npt.NDArray[Any]:
         """`arr[selection]`: the same as `read(selection)`.
 
         Args:
@@ -326,7 +340,8 @@ class Array:
                 broadcast as NumPy does). Reads only the chunks the selection touches.
 
         Returns:
-            A fresh Tensor of the selection's shape.
+            A fresh Tensor of the selection's shape (a NumPy array for variable-length
+            strings and bytes).
 
         Raises:
             IndexError: An index out of range, coordinate arrays that do not broadcast.
@@ -351,8 +366,9 @@ class Array:
     def _read_pick(self, factors: Any, shape: Any) -> Tensor: ...
     def _read_pick_into(self, factors: Any, shape: Any, out: Any) -> None: ...
     def _write_pick(self, factors: Any, shape: Any, value: Any) -> None: ...
-    def read(self, selection: _Selection | None = None) -> Tensor:
-        """Reads a selection into a fresh Tensor.
+    def read(self, selection: _Selection | None = None) -> Tensor | npt.NDArray[Any]:
+        """Reads a selection into a fresh Tensor (a NumPy array of `str` / `bytes` for a
+        variable-length array; see the class).
 
         The chunks it touches are fetched and decoded in parallel, each straight into one
         output buffer allocated for this call; missing chunks read as the fill value.
@@ -371,7 +387,7 @@ class Array:
             MemoryError: The output cannot be allocated.
             OSError: An object store fails (TimeoutError when it does not answer).
         """
-    async def read_async(self, selection: _Selection | None = None) -> Tensor:
+    async def read_async(self, selection: _Selection | None = None) -> Tensor | npt.NDArray[Any]:
         """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
         event loop.
 
@@ -451,7 +467,7 @@ class Array:
         Raises:
             PermissionError: See `write`, which raises the same exceptions.
         """
-    def read_chunk(self, index: _ChunkIndex) -> Tensor:
+    def read_chunk(self, index: _ChunkIndex) -> Tensor | npt.NDArray[Any]:
         """Reads one chunk of the `chunks` grid (an inner chunk, for a sharded array).
 
         Args:
@@ -467,8 +483,9 @@ class Array:
             DecodeError: The chunk does not decode.
             OSError: An object store fails.
         """
-    def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
-        """Reads several chunks, decoded in parallel.
+    def read_chunks(self, indices: Iterable[_ChunkIndex]) -> list[Tensor | npt.NDArray[Any]]:
+        """Reads several chunks, decoded in parallel (NumPy arrays for a variable-length
+        array).
 
         Args:
             indices: Chunk positions in the grid, as for `read_chunk`.
@@ -569,7 +586,9 @@ class Store:
             For object stores, counts of `gets`, `puts`, `deletes`, `heads` and `lists`,
             and the `bytes` received; empty for local stores.
         """
-    async def read_async(self, path: str, selection: _Selection | None = None) -> Tensor:
+    async def read_async(
+        self, path: str, selection: _Selection | None = None
+    ) -> Tensor | npt.NDArray[Any]:
         """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
         event loop.
 
@@ -707,8 +726,9 @@ class Store:
             FileNotFoundError: No array at `path`.
             ValueError: See `Array.read_into`, which raises the same exceptions.
         """
-    def read(self, path: str, selection: _Selection | None = None) -> Tensor:
-        """Reads a selection of the array at `path` into a fresh Tensor (see `Array.read`).
+    def read(self, path: str, selection: _Selection | None = None) -> Tensor | npt.NDArray[Any]:
+        """Reads a selection of the array at `path` into a fresh Tensor (see `Array.read`;
+        a NumPy array for variable-length strings and bytes).
 
         Args:
             path: The array's path in the store.
@@ -721,7 +741,9 @@ class Store:
             FileNotFoundError: No array at `path`.
             IndexError: See `Array.read`, which raises the same exceptions.
         """
-    def read_chunks(self, path: str, indices: Iterable[_ChunkIndex]) -> list[Tensor]:
+    def read_chunks(
+        self, path: str, indices: Iterable[_ChunkIndex]
+    ) -> list[Tensor | npt.NDArray[Any]]:
         """Reads whole chunks of the array at `path`, decoded in parallel (see
         `Array.read_chunks`).
 
@@ -771,6 +793,17 @@ class _PipelineArray:
     @property
     def reads_store(self) -> bool:
         """Whether the engine fetches and stores chunks itself (else pass bytes)."""
+    @property
+    def variable(self) -> bool:
+        """Whether the elements are variable-length strings or bytes."""
+    def decode_variable(
+        self, encoded: list[bytes | None], keys: list[str]
+    ) -> list[npt.NDArray[Any]]:
+        """Decodes whole stored chunks (None: missing) into NumPy arrays, in parallel."""
+    def encode_variable(
+        self, chunks: list[npt.NDArray[Any]], keys: list[str], write_empty: bool
+    ) -> list[bytes | None]:
+        """Encodes whole stored chunks; None marks one all fill value (to delete)."""
     def read(
         self,
         out: npt.NDArray[Any],

@@ -232,6 +232,11 @@ class ArrayEngine:
             tensor = self._array.read(self._basic(request))
         else:
             tensor = self._array._read_pick(*pick)
+        if isinstance(tensor, np.ndarray):  # variable-length strings or bytes
+            return tensor
+        if tensor.dtype.kind not in "biufc" and tensor.dtype.name != "bfloat16":
+            # No DLPack type code (datetimes, strings, records): a writable copy.
+            return np.array(tensor, copy=True)
         return np.from_dlpack(tensor.into_dlpack())
 
     def write_selection(

@@ -74,10 +74,19 @@ def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
 
 
 def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
+    """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
+    datetimes, fixed-length strings and bytes, records): native byte order (the engine
+    swaps), records as stored; None for other types (variable-length ones go elsewhere)."""
     dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufc" or not dtype.isnative:
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufcMmUSV" or dtype.hasobject:
         return None
-    return dtype
+    return dtype if dtype.names is not None else dtype.newbyteorder("=")
+
+
+def _is_variable(metadata: ArrayMetadata) -> bool:
+    """Variable-length strings or bytes (zarr-python's vlen-utf8 / vlen-bytes types): the
+    engine decodes and encodes their whole chunks, NumPy places them."""
+    return getattr(metadata.dtype, "object_codec_id", None) in ("vlen-utf8", "vlen-bytes")
 
 
 def _custom_codec(codecs: Iterable[Any]) -> Any:
@@ -100,8 +109,8 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         # The user configured their own codec class: honour it (and say so).
         cls = type(custom)
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
-    elif _native_dtype(metadata) is None:
-        reason = f"data type {metadata.dtype} is not a native-endian fixed-size number or bool"
+    elif _native_dtype(metadata) is None and not _is_variable(metadata):
+        reason = f"data type {metadata.dtype} is not one zarrpipe reads"
     else:
         try:
             return _PipelineArray(
@@ -172,7 +181,11 @@ def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
 
 
 def _metadata_json(metadata: ArrayMetadata) -> str:
-    return json.dumps(metadata.to_dict(), sort_keys=True)
+    with warnings.catch_warnings():
+        # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
+        # strings, datetimes, records) have no spec yet; it warned when the array was made.
+        warnings.simplefilter("ignore")
+        return json.dumps(metadata.to_dict(), sort_keys=True)
 
 
 @dataclass(eq=False)
@@ -299,12 +312,20 @@ class CodecPipeline(_abc.CodecPipeline):
         return any(isinstance(c, ShardingCodec) for c in codecs)
 
     def _supported_buffer(self, array: Any) -> bool:
+        """A buffer of exactly the engine's elements: decoded straight into."""
+        dtype = _native_dtype(self.metadata)
+        return isinstance(array, np.ndarray) and dtype is not None and array.dtype == dtype
+
+    def _swapped_buffer(self, array: Any) -> bool:
+        """A buffer of the array's type in the other byte order (zarr-python allocates a v2
+        big-endian array's buffers big-endian): decoded into native scratch, NumPy swaps
+        each piece into place."""
         dtype = _native_dtype(self.metadata)
         return (
             isinstance(array, np.ndarray)
             and dtype is not None
-            and array.dtype == dtype
-            and array.dtype.isnative
+            and dtype.names is None
+            and array.dtype.newbyteorder("=") == dtype
         )
 
     def _reads_store(self, batch: list[BatchInfo]) -> bool:
@@ -345,12 +366,16 @@ class CodecPipeline(_abc.CodecPipeline):
         batch = list(batch_info)
         array = out.as_ndarray_like()
         present: list[bool] | None = None
-        if self._impl is not None and batch and self._supported_buffer(array):
+        if self._impl is not None and batch and self._impl.variable:
+            present = await self._read_variable(batch, array, drop_axes)
+        elif self._impl is not None and batch and self._supported_buffer(array):
             requests = None if drop_axes else self._requests(batch, array.shape)
             if requests is not None:
                 present = await self._decode_into(batch, array, requests)
             else:
                 present = await self._read_boxes(batch, array, drop_axes)
+        elif self._impl is not None and batch and self._swapped_buffer(array):
+            present = await self._read_boxes(batch, array, drop_axes, _native_dtype(self.metadata))
         if present is None:
             if self._impl is not None and batch:
                 self._fall_back("output buffer or chunk selection not supported")
@@ -361,6 +386,40 @@ class CodecPipeline(_abc.CodecPipeline):
                 for p in present
             )
         return None
+
+    async def _read_variable(
+        self, batch: list[BatchInfo], out: Any, drop_axes: tuple[int, ...]
+    ) -> list[bool]:
+        """Strings, bytes: Rust decodes each whole stored chunk in parallel, NumPy applies
+        zarr-python's chunk and output selections."""
+        assert self._impl is not None
+        encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
+        keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
+        chunks = await asyncio.to_thread(self._impl.decode_variable, encoded, keys)
+        for (_, _, chunk_sel, out_sel, _), chunk in zip(batch, chunks, strict=True):
+            piece = chunk[chunk_sel]
+            out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
+        return [e is not None for e in encoded]
+
+    async def _write_variable(
+        self, batch: list[BatchInfo], value: Any, drop_axes: tuple[int, ...]
+    ) -> None:
+        """Strings, bytes: each chunk zarr-python does not call complete is read, NumPy
+        assigns the value into it, Rust encodes every chunk in parallel."""
+        assert self._impl is not None
+        old = await self._fetch_partial(batch, [not complete for *_, complete in batch])
+        keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
+        chunks = await asyncio.to_thread(self._impl.decode_variable, old, keys)
+        for (_, _, chunk_sel, out_sel, _), chunk in zip(batch, chunks, strict=True):
+            piece = value if value.ndim == 0 else value[out_sel]
+            if drop_axes and value.ndim:
+                piece = piece[
+                    tuple(None if a in drop_axes else slice(None) for a in range(chunk.ndim))
+                ]
+            chunk[chunk_sel] = piece
+        write_empty = bool(batch[0][1].config.write_empty_chunks)
+        encoded = await asyncio.to_thread(self._impl.encode_variable, chunks, keys, write_empty)
+        await self._store_all(batch, encoded)
 
     async def _decode_into(
         self, batch: list[BatchInfo], array: Any, requests: list[Any]
@@ -406,19 +465,25 @@ class CodecPipeline(_abc.CodecPipeline):
         return scratch, present
 
     async def _read_boxes(
-        self, batch: list[BatchInfo], out: np.ndarray[Any, Any], drop_axes: tuple[int, ...]
+        self,
+        batch: list[BatchInfo],
+        out: np.ndarray[Any, Any],
+        drop_axes: tuple[int, ...],
+        dtype: np.dtype[Any] | None = None,
     ) -> list[bool] | None:
-        """Integer arrays, masks, steps: Rust decodes each chunk's touched box in parallel,
+        """Integer arrays, masks, steps (and buffers in the other byte order): Rust decodes
+        each chunk's touched box in parallel into scratch of `dtype` (default: `out`'s),
         NumPy applies zarr-python's chunk and output selections."""
         boxes = self._boxes(batch)
         if boxes is None:
             return None
+        scratch_dtype = out.dtype if dtype is None else dtype
         shape = tuple(batch[0][1].shape)
-        nbytes = int(np.prod(shape)) * out.dtype.itemsize
+        nbytes = int(np.prod(shape)) * scratch_dtype.itemsize
         present: list[bool] = []
         for part in groups([nbytes] * len(batch)):
             items = [batch[k] for k in part]
-            scratch, found = await self._stacked(items, [boxes[k] for k in part], out.dtype)
+            scratch, found = await self._stacked(items, [boxes[k] for k in part], scratch_dtype)
             for k, (_, _, chunk_sel, out_sel, _) in enumerate(items):
                 piece = scratch[k * shape[0] : (k + 1) * shape[0]][chunk_sel]
                 out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
@@ -435,6 +500,9 @@ class CodecPipeline(_abc.CodecPipeline):
     ) -> None:
         batch = list(batch_info)
         array = value.as_ndarray_like()
+        if self._impl is not None and batch and self._impl.variable:
+            await self._write_variable(batch, array, drop_axes)
+            return
         dtype = _native_dtype(self.metadata)
         done = False
         if self._impl is not None and batch and isinstance(array, np.ndarray) and dtype:
@@ -525,6 +593,10 @@ class CodecPipeline(_abc.CodecPipeline):
         encoded = await asyncio.to_thread(
             self._impl.write, array, requests, write_empty, fresh, existing
         )
+        await self._store_all(batch, encoded)
+
+    async def _store_all(self, batch: list[BatchInfo], encoded: list[bytes | None]) -> None:
+        """Stores each item's encoded chunk through zarr-python's store (None: deletes it)."""
 
         async def store_one(setter: ByteSetter, spec: ArraySpec, data: bytes | None) -> None:
             if data is None:

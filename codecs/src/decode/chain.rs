@@ -14,7 +14,7 @@ use zarrs::array::{CodecChain, DataType, FillValue};
 use zarrs::metadata::v3::MetadataV3;
 
 use super::placement::ByteOrder;
-use crate::dtype::{ElementKind, ElementType};
+use crate::dtype::ElementType;
 
 /// A bytes-to-bytes codec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,11 +127,7 @@ fn unsupported(why: impl Into<String>) -> ChainError {
 }
 
 fn byte_order(endian: Option<&str>, dtype: ElementType) -> Result<ByteOrder, ChainError> {
-    let swap_width = if dtype.kind() == ElementKind::Complex {
-        dtype.size() / 2
-    } else {
-        dtype.size()
-    };
+    let swap_width = dtype.swap_unit();
     let native_little = cfg!(target_endian = "little");
     match endian {
         _ if swap_width == 1 => Ok(ByteOrder::Native),

@@ -497,20 +497,14 @@ impl<'o> Scatter<'o> {
                 ByteOrder::Swap(n) => self.out.write_swapped(dst, src, n)?,
             }
         } else {
-            let mut tmp = [0u8; 16];
+            // Element by element (opaque elements can be any width, e.g. a 52-byte `<U13`).
             for (i, e) in src.chunks_exact(self.elem).enumerate() {
                 let dst = offset(row_dst, (first + i) as isize * self.inner_stride)
                     .ok_or(SinkError::OutOfBounds)?;
-                let e = match self.order {
-                    ByteOrder::Native => e,
-                    ByteOrder::Swap(n) => {
-                        let t = &mut tmp[..self.elem];
-                        t.copy_from_slice(e);
-                        t.chunks_exact_mut(n).for_each(<[u8]>::reverse);
-                        t
-                    }
-                };
-                self.out.write(dst, e)?;
+                match self.order {
+                    ByteOrder::Native => self.out.write(dst, e)?,
+                    ByteOrder::Swap(n) => self.out.write_swapped(dst, e, n)?,
+                }
             }
         }
         Ok(())

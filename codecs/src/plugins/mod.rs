@@ -20,6 +20,7 @@ pub mod packbits;
 pub mod pcodec;
 pub mod scale_offset;
 pub mod v2_conversion;
+pub mod vlen;
 pub mod zfp;
 
 use serde_json::{Map, Value};
@@ -77,6 +78,24 @@ pub(crate) fn install() {
         &["numcodecs.fletcher32"],
         &["fletcher32"],
         checksum::create_fletcher32,
+    );
+    register(
+        &[
+            "vlen-utf8",
+            "numcodecs.vlen-utf8",
+            "https://codec.zarrs.dev/array_to_bytes/vlen_utf8",
+        ],
+        &["vlen-utf8"],
+        vlen::create_utf8,
+    );
+    register(
+        &[
+            "vlen-bytes",
+            "numcodecs.vlen-bytes",
+            "https://codec.zarrs.dev/array_to_bytes/vlen_bytes",
+        ],
+        &["vlen-bytes"],
+        vlen::create_bytes,
     );
     register(&["scale_offset"], &[], scale_offset::create);
     register(&["cast_value"], &[], cast_value::create);
@@ -194,6 +213,7 @@ pub(crate) fn zarrs_data_type(t: crate::ElementType) -> zarrs::array::DataType {
         E::Float64 => dt::float64(),
         E::Complex64 => dt::complex64(),
         E::Complex128 => dt::complex128(),
+        E::Raw { size, .. } => zarrs::array::DataType::new(dt::RawBitsDataType::new(size as usize)),
     }
 }
 

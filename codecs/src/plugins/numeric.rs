@@ -113,6 +113,9 @@ pub fn load(t: E, bytes: &[u8], i: usize) -> Val {
             f32::from_ne_bytes(arr(&b[4..])).into(),
         ),
         E::Complex128 => Val::Complex(f64::from_ne_bytes(arr(b)), f64::from_ne_bytes(arr(&b[8..]))),
+        // Opaque elements (strings, records) have no value: the numeric codecs refuse such
+        // arrays before loading anything (their type checks: `is_int` / `is_float`).
+        E::Raw { .. } => Val::Int(0),
     }
 }
 
