@@ -20,6 +20,7 @@ pub mod pool;
 pub mod read;
 pub mod remote;
 pub mod remote_read;
+pub mod rows;
 pub mod selection;
 pub mod store;
 pub mod write;

@@ -26,6 +26,7 @@ __all__ = [
     "ZarrpipeError",
     "_BytesView",
     "_PipelineArray",
+    "_Rows",
     "__version__",
     "_first_touch_stats",
     "get_num_threads",
@@ -253,7 +254,9 @@ class Array:
     """An open Zarr array (v2 or v3): its metadata, read once, and its reads and writes.
 
     Get one from `Store.open_array` or `Store.create_array`. Reads return fresh Tensors that
-    the caller owns; writes encode in Rust with the GIL released.
+    the caller owns; writes encode in Rust with the GIL released. An Array pickles as its
+    store and path (and the metadata it was opened with, when given): unpickling opens it
+    again.
 
     A selection is NumPy basic indexing with step 1: integers (each drops its axis), slices
     (clamped like NumPy's), `...`, or a tuple of them; `None` in `read`/`write` selects
@@ -492,6 +495,11 @@ class Store:
 
     A Store opens arrays (`open_array`, `create_array`), reads and writes them by path
     (`read`, `write`, ...), and holds the optional decoded-chunk cache its arrays share.
+
+    A Store pickles as the arguments it was opened with (a local path made absolute;
+    `options`, and so any credentials given there, included): unpickling opens the same
+    location again, with an empty cache. That is how stores reach DataLoader workers,
+    forked or spawned.
     """
 
     def __new__(
@@ -743,6 +751,23 @@ class Store:
         """
     def clear_cache(self) -> None:
         """Empties the chunk cache (Tensors it served keep their memory)."""
+
+@final
+class _Rows:
+    """Decoded rows of one array, for `zarrpipe.loader.BatchLoader` (internal)."""
+
+    @staticmethod
+    def read(array: Array, axis: int, ranges: Sequence[tuple[int, int]]) -> _Rows:
+        """Reads the rows `ranges` along `axis`, stacked in order, every other axis whole."""
+    @property
+    def rows(self) -> int:
+        """The number of rows held."""
+    @property
+    def shape(self) -> list[int]:
+        """The shape of the buffer."""
+    @staticmethod
+    def gather(parts: Sequence[tuple[_Rows, Sequence[int]]]) -> Tensor:
+        """A fresh Tensor of the chosen rows of each part, in order."""
 
 _Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
 
