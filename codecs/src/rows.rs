@@ -28,14 +28,17 @@ pub struct RowSource<'a> {
 
 impl Array {
     /// Reads the rows `ranges` along `axis` (each `start..end`, in bounds, any order, may
-    /// repeat) into a fresh C-order buffer whose `axis` has the ranges' total length and
-    /// every other axis the array's. One plan for all ranges, decoded in parallel on the
-    /// current rayon pool; nobody else holds the result.
+    /// repeat) into a C-order buffer whose `axis` has the ranges' total length and every
+    /// other axis the array's. One plan for all ranges, decoded in parallel on the current
+    /// rayon pool; nobody else holds the result. The buffer is `reuse` when it is large
+    /// enough (its memory is already faulted in, which on virtual machines costs as much as
+    /// decoding), else a fresh one.
     pub fn read_rows(
         &self,
         axis: usize,
         ranges: &[Range<u64>],
         cache: Option<&ChunkCache>,
+        reuse: Option<Vec<u8>>,
     ) -> Result<(Bytes, Vec<u64>)> {
         let shape = &self.info.shape;
         let Some(&len) = shape.get(axis) else {
@@ -62,7 +65,13 @@ impl Array {
         if nbytes == 0 {
             return Ok((Bytes::new(), out_shape));
         }
-        let mut buf = try_output_buffer(nbytes, &format!("reading rows of {}", self.info.path))?;
+        let mut buf = match reuse {
+            Some(mut v) if v.capacity() >= nbytes => {
+                v.clear();
+                v
+            }
+            _ => try_output_buffer(nbytes, &format!("reading rows of {}", self.info.path))?,
+        };
         let layout = OutLayout::c_order(&out_shape, elem);
         let mut plans = Vec::new();
         let mut at = 0u64;
@@ -238,16 +247,29 @@ mod tests {
         for shards in [None, Some(&[8u64, 2][..])] {
             let a = array(shards);
             let ranges = [8..10, 0..4, 5..6, 2..3];
-            let (bytes, shape) = a.read_rows(0, &ranges, None).unwrap();
+            let (bytes, shape) = a.read_rows(0, &ranges, None, None).unwrap();
             assert_eq!(shape, vec![8, 3]);
             assert_eq!(u16s(&bytes), rows_of(&ranges), "shards {shards:?}");
         }
     }
 
     #[test]
+    fn a_reused_buffer_is_overwritten_in_place() {
+        let a = array(None);
+        let old = vec![0xAB_u8; 64];
+        let at = old.as_ptr();
+        let (bytes, _) = a.read_rows(0, &[1..3], None, Some(old)).unwrap();
+        assert_eq!(bytes.as_ptr(), at, "the buffer was reused");
+        assert_eq!(u16s(&bytes), rows_of(&[1..3]));
+        let small = vec![0u8; 2];
+        let (bytes, _) = a.read_rows(0, &[0..10], None, Some(small)).unwrap();
+        assert_eq!(u16s(&bytes), rows_of(&[0..10]), "too small: a fresh buffer");
+    }
+
+    #[test]
     fn rows_along_another_axis() {
         let a = array(None);
-        let (bytes, shape) = a.read_rows(1, &[2..3, 0..1], None).unwrap();
+        let (bytes, shape) = a.read_rows(1, &[2..3, 0..1], None, None).unwrap();
         assert_eq!(shape, vec![10, 2]);
         let want: Vec<u16> = (0u16..10).flat_map(|r| [3 * r + 2, 3 * r]).collect();
         assert_eq!(u16s(&bytes), want);
@@ -257,14 +279,14 @@ mod tests {
     fn bad_rows_are_refused() {
         let a = array(None);
         assert!(matches!(
-            a.read_rows(0, &[3..11], None),
+            a.read_rows(0, &[3..11], None, None),
             Err(Error::InvalidSelection(_))
         ));
         assert!(matches!(
-            a.read_rows(2, &[0..1], None),
+            a.read_rows(2, &[0..1], None, None),
             Err(Error::InvalidArgument(_))
         ));
-        let (bytes, shape) = a.read_rows(0, &[], None).unwrap();
+        let (bytes, shape) = a.read_rows(0, &[], None, None).unwrap();
         assert!(bytes.is_empty() && shape == vec![0, 3]);
     }
 

@@ -757,8 +757,11 @@ class _Rows:
     """Decoded rows of one array, for `zarrpipe.loader.BatchLoader` (internal)."""
 
     @staticmethod
-    def read(array: Array, axis: int, ranges: Sequence[tuple[int, int]]) -> _Rows:
-        """Reads the rows `ranges` along `axis`, stacked in order, every other axis whole."""
+    def read(
+        array: Array, axis: int, ranges: Sequence[tuple[int, int]], reuse: _Rows | None = None
+    ) -> _Rows:
+        """Reads the rows `ranges` along `axis`, stacked in order, every other axis whole
+        (into the buffer of `reuse`, then spent, when it fits)."""
     @property
     def rows(self) -> int:
         """The number of rows held."""

@@ -44,9 +44,10 @@ class BatchLoader:
     exactly one batch. The order depends only on `seed`, the epoch (`set_epoch`) and the
     first array's chunking, so every rank computes the same epoch and takes its own part.
 
-    Memory: besides the batch the caller holds, at most `prefetch` batches read ahead and
-    the decoded windows that the batches being cut need (one, or two at a window's edge:
-    `shuffle_window` chunks of the first array's rows, in every array).
+    Memory: besides the batch the caller holds, at most `prefetch` batches read ahead, the
+    decoded windows that the batches being cut need (one, or two at a window's edge:
+    `shuffle_window` chunks of the first array's rows, in every array), and one spare
+    window buffer that the next window is decoded into.
     """
 
     def __init__(
@@ -248,6 +249,9 @@ class BatchLoader:
             for w in np.unique(plan.window_of[b]).tolist():
                 last_use[w] = i
         loaded: dict[int, list[_Rows]] = {}
+        # The last window done with: the next window is decoded into its buffers, whose
+        # memory is already faulted in (on a virtual machine that costs as much as decoding).
+        spare: list[list[_Rows]] = []
         for i, b in enumerate(batches):
             windows = plan.window_of[b]
             rows = plan.row_of[b]
@@ -255,24 +259,30 @@ class BatchLoader:
             for start, stop in _order.runs(windows):
                 w = int(windows[start])
                 if w not in loaded:
-                    loaded[w] = [_Rows.read(a, self._axis, plan.windows[w]) for a in self._arrays]
+                    reuse = spare.pop() if spare else [None] * len(self._arrays)
+                    loaded[w] = [
+                        _Rows.read(a, self._axis, plan.windows[w], r)
+                        for a, r in zip(self._arrays, reuse, strict=True)
+                    ]
+                    del reuse
                 parts.append((w, rows[start:stop].tolist()))
             # Yielded as a call's value, never bound to a name here, so the paused frame
-            # keeps no reference to a batch the caller holds (nor to a window it is done with).
-            yield self._cut(loaded, parts, [w for w in loaded if last_use[w] <= i])
+            # keeps no reference to a batch the caller holds.
+            yield self._cut(loaded, parts, [w for w in loaded if last_use[w] <= i], spare)
 
     def _cut(
         self,
         loaded: dict[int, list[_Rows]],
         parts: list[tuple[int, list[int]]],
         done: list[int],
+        spare: list[list[_Rows]],
     ) -> Batch:
         """One batch: for each array, the rows `parts` names, gathered into a fresh Tensor;
-        then the windows in `done` are dropped."""
+        then the windows in `done` leave `loaded`, the last of them kept in `spare`."""
         out = tuple(
             _Rows.gather([(loaded[w][k], rows) for w, rows in parts])
             for k in range(len(self._arrays))
         )
         for w in done:
-            del loaded[w]
+            spare[:] = [loaded.pop(w)]
         return out[0] if self._single else out
