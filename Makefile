@@ -10,8 +10,9 @@ WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
 # The dependencies come from pyproject.toml's extras: [test] (what tests/ needs), [dev] (lint,
-# stub check, maturin, the docs site) and [bench] (the other Zarr readers), read by
-# .ci/extras.py so that a venv gets its tools before zarrpipe is built.
+# stub check, maturin, the docs site), [loaders] (torch and JAX, for the DLPack and DataLoader
+# tests: installed in .venv only, the other venvs skip those tests) and [bench] (the other
+# Zarr readers), read by .ci/extras.py so that a venv gets its tools before zarrpipe is built.
 EXTRAS = $(PYTHON) .ci/extras.py
 # Fresh venvs that install the built wheel and sdist from the files (dist-check).
 DIST_CHECK_DIR ?= .dist-check
@@ -25,7 +26,7 @@ all: test
 $(VENV)/.ready: pyproject.toml .ci/extras.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -U pip
-	$(EXTRAS) test dev > $(VENV)/requirements.txt
+	$(EXTRAS) test dev loaders > $(VENV)/requirements.txt
 	$(VENV)/bin/pip install -q -r $(VENV)/requirements.txt
 	touch $@
 

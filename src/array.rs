@@ -20,6 +20,7 @@ use crate::errors::to_pyerr;
 use crate::pipeline::numpy_layout;
 use crate::runtime::run;
 use crate::selection;
+use crate::store::Store;
 use crate::tensor::Tensor;
 use crate::variable;
 use zarrpipe_codecs::variable::Variable;
@@ -31,6 +32,9 @@ pub struct Array {
     /// Store chunks that end up all fill value (else they are deleted), as zarr-python's
     /// `write_empty_chunks`.
     write_empty_chunks: bool,
+    /// What re-opens the array after pickling: its store, and the metadata it was opened
+    /// with when the caller gave it (else it is read from the store again).
+    origin: Option<(Py<Store>, Option<String>)>,
 }
 
 /// A read request: a rectangular region (the fast path of integers and step-1 slices), or a
@@ -126,12 +130,24 @@ impl Array {
         array: Arc<EngineArray>,
         cache: Option<Arc<ChunkCache>>,
         write_empty_chunks: bool,
+        origin: Option<(Py<Store>, Option<String>)>,
     ) -> Self {
         Self {
             array,
             cache,
             write_empty_chunks,
+            origin,
         }
+    }
+
+    /// The engine's array.
+    pub(crate) fn engine(&self) -> &Arc<EngineArray> {
+        &self.array
+    }
+
+    /// The chunk cache the array reads through (its store's), if any.
+    pub(crate) fn cache(&self) -> Option<&Arc<ChunkCache>> {
+        self.cache.as_ref()
     }
 
     /// A read request for a Python selection with NumPy's semantics: integers, step-1
@@ -643,6 +659,25 @@ impl Array {
             .first()
             .map(|&d| d as usize)
             .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d array"))
+    }
+
+    /// Pickles as "open the array at this path of this store" (the store pickles as its
+    /// location and options), so arrays travel to DataLoader workers, forked or spawned.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let Some((store, metadata)) = &self.origin else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "cannot pickle an Array that was not opened with Store.open_array or \
+                 Store.create_array",
+            ));
+        };
+        let reopen = py.import("zarrpipe._pickle")?.getattr("open_array")?;
+        let args = (
+            store.clone_ref(py),
+            self.path(),
+            metadata.clone(),
+            self.write_empty_chunks,
+        );
+        PyTuple::new(py, [reopen, args.into_pyobject(py)?.into_any()])
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

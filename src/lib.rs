@@ -7,6 +7,7 @@ mod diagnostics;
 mod dlpack;
 mod dtype;
 mod errors;
+mod loader;
 mod owned_tensor;
 mod pipeline;
 mod runtime;
@@ -25,6 +26,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bytes_view::BytesView>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<array::Array>()?;
+    m.add_class::<loader::Rows>()?;
     m.add_class::<pipeline::PipelineArray>()?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;

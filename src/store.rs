@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::hierarchy;
@@ -25,6 +25,20 @@ pub struct Store {
     /// The process that opened the store: a forked child does not use `arrays`, whose lock
     /// a parent thread may have held at the fork (see `zarrpipe_codecs::fork`).
     pid: u32,
+    /// The constructor's arguments, to open the same store again after pickling.
+    reopen: Reopen,
+}
+
+/// What `Store(...)` was given (a local path made absolute, so that a spawned process
+/// with another working directory opens the same directory).
+struct Reopen {
+    location: String,
+    read_only: bool,
+    cache_bytes: usize,
+    options: HashMap<String, String>,
+    timeout: f64,
+    retries: usize,
+    concurrency: usize,
 }
 
 impl Store {
@@ -72,11 +86,13 @@ impl Store {
         Ok(reader)
     }
 
+    /// A transient array for the store's own by-path calls (never handed to Python).
     fn array(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Array> {
         Ok(Array::new(
             self.reader(py, path, refresh)?,
             self.cache.clone(),
             false,
+            None,
         ))
     }
 
@@ -164,7 +180,17 @@ impl Store {
             retries,
             concurrency,
         };
-        let options: Vec<(String, String)> = options.unwrap_or_default().into_iter().collect();
+        let options = options.unwrap_or_default();
+        let reopen_location = if location.contains("://") {
+            location.clone()
+        } else {
+            py.import("os")?
+                .getattr("path")?
+                .call_method1("abspath", (&location,))?
+                .extract()?
+        };
+        let reopen_options = options.clone();
+        let options: Vec<(String, String)> = options.into_iter().collect();
         let http = location.starts_with("http://") || location.starts_with("https://");
         let read_only = match mode {
             None => http,
@@ -193,7 +219,38 @@ impl Store {
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
             arrays: Mutex::new(HashMap::new()),
             pid: std::process::id(),
+            reopen: Reopen {
+                location: reopen_location,
+                read_only,
+                cache_bytes,
+                options: reopen_options,
+                timeout,
+                retries,
+                concurrency,
+            },
         })
+    }
+
+    /// Pickles as the constructor's arguments (options included, so credentials given as
+    /// options travel with it): the copy opens the same location with an empty cache.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let r = &self.reopen;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("mode", if r.read_only { "r" } else { "a" })?;
+        kwargs.set_item("cache_bytes", r.cache_bytes)?;
+        kwargs.set_item("options", &r.options)?;
+        kwargs.set_item("timeout", r.timeout)?;
+        kwargs.set_item("retries", r.retries)?;
+        kwargs.set_item("concurrency", r.concurrency)?;
+        let reopen = py.import("zarrpipe._pickle")?.getattr("open_store")?;
+        let args = PyTuple::new(
+            py,
+            [
+                r.location.clone().into_pyobject(py)?.into_any(),
+                kwargs.into_any(),
+            ],
+        )?;
+        PyTuple::new(py, [reopen, args.into_any()])
     }
 
     /// A store over the same location as an `obstore` store object (S3Store, GCSStore,
@@ -254,12 +311,13 @@ impl Store {
     /// or taking it from `metadata` (the JSON of zarr.json / .zarray, as str or dict).
     #[pyo3(signature = (path = "", *, metadata = None, write_empty_chunks = false))]
     fn open_array(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         path: &str,
         metadata: Option<&Bound<'_, PyAny>>,
         write_empty_chunks: bool,
     ) -> PyResult<Array> {
+        let py = slf.py();
+        let this = slf.get();
         let json = match metadata {
             None => None,
             Some(m) if m.is_instance_of::<pyo3::types::PyString>() => Some(m.extract::<String>()?),
@@ -270,9 +328,10 @@ impl Store {
             ),
         };
         Ok(Array::new(
-            self.reader_with(py, path, true, json)?,
-            self.cache.clone(),
+            this.reader_with(py, path, true, json.clone())?,
+            this.cache.clone(),
             write_empty_chunks,
+            Some((slf.clone().unbind(), json)),
         ))
     }
 
@@ -295,8 +354,7 @@ impl Store {
     )]
     #[allow(clippy::too_many_arguments)]
     fn create_array<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         path: &str,
         shape: &Bound<'py, PyAny>,
         dtype: &Bound<'py, PyAny>,
@@ -311,6 +369,8 @@ impl Store {
         write_empty_chunks: bool,
         overwrite: bool,
     ) -> PyResult<Array> {
+        let py = slf.py();
+        let this = slf.get();
         let kwargs = PyDict::new(py);
         kwargs.set_item("shape", shape)?;
         kwargs.set_item("dtype", dtype)?;
@@ -328,15 +388,16 @@ impl Store {
             .call((), Some(&kwargs))?
             .extract()?;
         let spec = zarrpipe_codecs::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
-        let store = self.store.clone();
-        let path = path.to_owned();
+        let store = this.store.clone();
+        let owned_path = path.to_owned();
         let array = run(py, move || {
-            zarrpipe_codecs::create::create_array(&store, &path, &spec, overwrite)
+            zarrpipe_codecs::create::create_array(&store, &owned_path, &spec, overwrite)
         })?;
         Ok(Array::new(
-            self.remember(array),
-            self.cache.clone(),
+            this.remember(array),
+            this.cache.clone(),
             write_empty_chunks,
+            Some((slf.clone().unbind(), None)),
         ))
     }
 

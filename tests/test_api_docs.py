@@ -87,6 +87,9 @@ MODULES = {
     "engine.py": {"ArrayEngine", "array_engine"},
     "pipeline.py": {"CodecPipeline", "FallbackWarning"},
     "cli.py": {"main"},
+    "loader.py": {"BatchLoader"},
+    "torch.py": {"ZarrDataset", "to_torch"},
+    "jax.py": {"batches", "to_jax"},
 }
 
 

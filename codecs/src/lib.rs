@@ -22,6 +22,7 @@ pub mod pool;
 pub mod read;
 pub mod remote;
 pub mod remote_read;
+pub mod rows;
 pub mod scatter;
 pub mod selection;
 pub mod store;

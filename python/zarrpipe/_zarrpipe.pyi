@@ -26,6 +26,7 @@ __all__ = [
     "ZarrpipeError",
     "_BytesView",
     "_PipelineArray",
+    "_Rows",
     "__version__",
     "_first_touch_stats",
     "get_num_threads",
@@ -263,7 +264,9 @@ class Array:
     """An open Zarr array (v2 or v3): its metadata, read once, and its reads and writes.
 
     Get one from `Store.open_array` or `Store.create_array`. Reads return fresh Tensors that
-    the caller owns; writes encode in Rust with the GIL released.
+    the caller owns; writes encode in Rust with the GIL released. An Array pickles as its
+    store and path (and the metadata it was opened with, when given): unpickling opens it
+    again.
 
     Arrays of variable-length strings and bytes (v3 `string` / `variable_length_bytes`, v2
     `|O` with `vlen-utf8` / `vlen-bytes`) cannot travel as Tensors: their reads return NumPy
@@ -518,6 +521,11 @@ class Store:
 
     A Store opens arrays (`open_array`, `create_array`), reads and writes them by path
     (`read`, `write`, ...), and holds the optional decoded-chunk cache its arrays share.
+
+    A Store pickles as the arguments it was opened with (a local path made absolute;
+    `options`, and so any credentials given there, included): unpickling opens the same
+    location again, with an empty cache. That is how stores reach DataLoader workers,
+    forked or spawned.
     """
 
     def __new__(
@@ -776,6 +784,26 @@ class Store:
         """
     def clear_cache(self) -> None:
         """Empties the chunk cache (Tensors it served keep their memory)."""
+
+@final
+class _Rows:
+    """Decoded rows of one array, for `zarrpipe.loader.BatchLoader` (internal)."""
+
+    @staticmethod
+    def read(
+        array: Array, axis: int, ranges: Sequence[tuple[int, int]], reuse: _Rows | None = None
+    ) -> _Rows:
+        """Reads the rows `ranges` along `axis`, stacked in order, every other axis whole
+        (into the buffer of `reuse`, then spent, when it fits)."""
+    @property
+    def rows(self) -> int:
+        """The number of rows held."""
+    @property
+    def shape(self) -> list[int]:
+        """The shape of the buffer."""
+    @staticmethod
+    def gather(parts: Sequence[tuple[_Rows, Sequence[int]]]) -> Tensor:
+        """A fresh Tensor of the chosen rows of each part, in order."""
 
 _Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
 

@@ -1,0 +1,64 @@
+"""JAX: zarrpipe batches as `jax.Array`s on the CPU, through DLPack.
+
+`to_jax` moves a batch in with `jax.numpy.from_dlpack(t.into_dlpack())`. JAX keeps the memory
+without a copy when XLA accepts the buffer as it is; XLA's CPU client copies a buffer that
+is not aligned as it requires (see the training guide for what was measured). JAX arrays
+are immutable, so nothing is gained by writing: the point of the moving door here is that
+the batch's memory belongs to the JAX array alone and is freed with it. Importing this
+module imports JAX.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import jax
+import jax.numpy as jnp
+
+from zarrpipe._zarrpipe import Tensor
+
+__all__ = ["batches", "to_jax"]
+
+
+def to_jax(batch: Tensor | tuple[Tensor, ...]) -> jax.Array | tuple[jax.Array, ...]:
+    """Moves a batch into JAX on the CPU, without a copy where XLA allows it.
+
+    Args:
+        batch: A Tensor (or a tuple of them) that nobody else holds, as `BatchLoader`
+            yields; it is consumed.
+
+    Returns:
+        A `jax.Array` on the CPU (a tuple for a tuple).
+
+    Raises:
+        BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
+    """
+    if isinstance(batch, tuple):
+        return tuple(jnp.from_dlpack(t.into_dlpack()) for t in batch)
+    return jnp.from_dlpack(batch.into_dlpack())
+
+
+def batches(
+    loader: Iterable[Tensor | tuple[Tensor, ...]],
+) -> Iterator[jax.Array | tuple[jax.Array, ...]]:
+    """Iterates a `BatchLoader` (one epoch) as JAX arrays.
+
+    Args:
+        loader: A `zarrpipe.loader.BatchLoader` (or any iterable of uniquely held
+            Tensors).
+
+    Returns:
+        An iterator of `jax.Array` batches (tuples for several arrays), read ahead as the
+        loader reads ahead.
+
+    Raises:
+        BufferError: A batch's buffer is shared.
+    """
+    it = iter(loader)
+    try:
+        for batch in it:
+            yield to_jax(batch)
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,138 @@
+"""PyTorch: `ZarrDataset`, an `IterableDataset` of zarrpipe batches as `torch.Tensor`s, for
+`torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=...)`.
+
+Each batch moves into torch through `torch.from_dlpack(t.into_dlpack())`: writable, and never
+copied in the process that reads it (with `num_workers=0`, the training process). Each
+DataLoader worker reads its own contiguous block of the rank's batches (and so its own
+chunks); the dataset, its arrays and their stores pickle, so workers may be forked or
+spawned. Importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+import torch.utils.data
+
+from zarrpipe._zarrpipe import Array, Tensor
+from zarrpipe.loader import BatchLoader
+
+__all__ = ["ZarrDataset", "to_torch"]
+
+
+def to_torch(batch: Tensor | tuple[Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """Moves a batch into torch without a copy.
+
+    Args:
+        batch: A Tensor (or a tuple of them) that nobody else holds, as `BatchLoader`
+            yields; it is consumed.
+
+    Returns:
+        A writable CPU `torch.Tensor` over the same memory (a tuple for a tuple).
+
+    Raises:
+        BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
+    """
+    if isinstance(batch, tuple):
+        return tuple(torch.from_dlpack(t.into_dlpack()) for t in batch)
+    return torch.from_dlpack(batch.into_dlpack())
+
+
+class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """Batches of Zarr arrays for a `DataLoader` with `batch_size=None`.
+
+    Iterating yields `torch.Tensor` batches (a tuple for several arrays) of one epoch of
+    this rank, split between the DataLoader's workers. Call `set_epoch(n)` before each
+    epoch for a new shuffle; with `persistent_workers=True`, workers do not see the call,
+    so each iteration in a worker advances the epoch by one from the last `set_epoch`
+    before the workers started (the same order as calling `set_epoch(0)`, `set_epoch(1)`,
+    ... in turn).
+    """
+
+    def __init__(
+        self,
+        arrays: Array | Sequence[Array],
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        shuffle_window: int = 4,
+        drop_last: bool = False,
+        prefetch: int = 2,
+        rank: int = 0,
+        world_size: int = 1,
+        sample_axis: int = 0,
+    ) -> None:
+        """A dataset over `arrays`; the arguments are `zarrpipe.loader.BatchLoader`'s.
+
+        Args:
+            arrays: A `zarrpipe.Array` or a sequence of them, of equal length along
+                `sample_axis`.
+            batch_size: Samples per batch (give the DataLoader `batch_size=None`).
+            shuffle: Shuffle by chunk.
+            seed: The shuffle's seed.
+            shuffle_window: Read chunks per shuffling window.
+            drop_last: Drop a last partial batch.
+            prefetch: Batches each process reads ahead.
+            rank: This process's rank (distributed training).
+            world_size: The number of ranks.
+            sample_axis: The axis whose positions are samples.
+
+        Raises:
+            TypeError: See `BatchLoader`, which raises the same exceptions.
+            ValueError: See `BatchLoader`.
+        """
+        super().__init__()
+        self.loader = BatchLoader(
+            arrays,
+            batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            shuffle_window=shuffle_window,
+            drop_last=drop_last,
+            prefetch=prefetch,
+            rank=rank,
+            world_size=world_size,
+            sample_axis=sample_axis,
+        )
+        self._iterations = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch of the next iteration.
+
+        Args:
+            epoch: A non-negative integer.
+
+        Raises:
+            ValueError: `epoch` is negative.
+        """
+        self.loader.set_epoch(epoch)
+        self._iterations = 0
+
+    def __len__(self) -> int:
+        """The number of batches per epoch of this rank, across all workers.
+
+        Returns:
+            `len(loader)`: the workers split the batches, they do not add any.
+        """
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[torch.Tensor | tuple[torch.Tensor, ...]]:
+        """This worker's batches of the epoch, as torch tensors.
+
+        Returns:
+            An iterator of writable CPU tensors (tuples for several arrays).
+        """
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        epoch = self.loader.epoch + self._iterations
+        self._iterations += 1
+        batches = self.loader._iter_share(epoch, worker, workers)
+        try:
+            for batch in batches:
+                yield to_torch(batch)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,119 @@
+//! `zarrpipe._Rows` (internal): the batch loader's two engine calls. `read` decodes a window of
+//! row ranges of an array once, in parallel, straight into one buffer; `gather` copies chosen
+//! rows of one or more windows into a fresh, uniquely held `Tensor` (a batch whose
+//! `into_dlpack()` always succeeds). Both run detached on the decoding pool.
+
+use std::sync::{Mutex, PoisonError};
+
+use bytes::Bytes;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use zarrpipe_codecs::rows::{gather_rows, RowSource};
+use zarrpipe_codecs::ElementType;
+
+use crate::array::{tensor, Array};
+use crate::runtime::run;
+use crate::tensor::Tensor;
+
+/// Decoded rows of one array: a C-order buffer whose `axis` holds the rows read.
+#[pyclass(frozen, module = "zarrpipe", name = "_Rows")]
+pub struct Rows {
+    /// `None` once handed to another read for reuse.
+    bytes: Mutex<Option<Bytes>>,
+    shape: Vec<u64>,
+    axis: usize,
+    dtype: ElementType,
+}
+
+impl Rows {
+    fn bytes(&self) -> PyResult<Bytes> {
+        self.bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("these rows were recycled into another read"))
+    }
+
+    /// The buffer, for another read to decode into, when nobody else holds it.
+    fn recycle(&self) -> Option<Vec<u8>> {
+        let taken = self
+            .bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        taken.try_into_mut().ok().map(Vec::from)
+    }
+}
+
+#[pymethods]
+impl Rows {
+    /// Reads the rows `ranges` (`(start, stop)` pairs along `axis`, stacked in order) of
+    /// `array`, every other axis whole; into the buffer of `reuse` (which is then spent)
+    /// when it is large enough and nobody else holds it.
+    #[staticmethod]
+    #[pyo3(signature = (array, axis, ranges, reuse = None))]
+    fn read(
+        py: Python<'_>,
+        array: PyRef<'_, Array>,
+        axis: usize,
+        ranges: Vec<(u64, u64)>,
+        reuse: Option<PyRef<'_, Rows>>,
+    ) -> PyResult<Self> {
+        let engine = array.engine().clone();
+        let cache = array.cache().cloned();
+        let ranges: Vec<_> = ranges.into_iter().map(|(a, b)| a..b).collect();
+        let spare = reuse.and_then(|r| r.recycle());
+        let (bytes, shape) = run(py, move || {
+            engine.read_rows(axis, &ranges, cache.as_deref(), spare)
+        })?;
+        Ok(Self {
+            bytes: Mutex::new(Some(bytes)),
+            shape,
+            axis,
+            dtype: array.engine().info.dtype,
+        })
+    }
+
+    /// The number of rows held.
+    #[getter]
+    fn rows(&self) -> u64 {
+        self.shape[self.axis]
+    }
+
+    /// The shape of the buffer (the rows along the read axis).
+    #[getter]
+    fn shape(&self) -> Vec<u64> {
+        self.shape.clone()
+    }
+
+    /// A fresh Tensor of the rows `(rows, indices)` pick from each part, in order (the parts
+    /// come from one array along one axis).
+    #[staticmethod]
+    fn gather(py: Python<'_>, parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>) -> PyResult<Tensor> {
+        let Some((first, _)) = parts.first() else {
+            return Err(PyValueError::new_err("gather needs at least one part"));
+        };
+        let (axis, dtype) = (first.axis, first.dtype);
+        if parts
+            .iter()
+            .any(|(r, _)| r.axis != axis || r.dtype != dtype)
+        {
+            return Err(PyValueError::new_err(
+                "gather: parts read along different axes or of different dtypes",
+            ));
+        }
+        // Clones of the buffers (reference counts, no copy) cross into the detached work.
+        let owned: Vec<(Bytes, Vec<u64>, Vec<u64>)> = parts
+            .into_iter()
+            .map(|(r, idx)| Ok((r.bytes()?, r.shape.clone(), idx)))
+            .collect::<PyResult<_>>()?;
+        let (bytes, shape) = run(py, move || {
+            let sources: Vec<RowSource<'_>> = owned
+                .iter()
+                .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
+                .collect();
+            gather_rows(&sources, axis, dtype.size())
+        })?;
+        Ok(tensor(bytes, &shape, dtype))
+    }
+}
