@@ -108,26 +108,46 @@ def main() -> None:
     if args.worker:
         worker(*args.worker, args.repeats)
         return
-    print(f"{'array':13} {'selection':9} {'reader':12} {'median s':>9} {'min-max s':>13}  vs zarrpipe read-all")
+    print(
+        f"{'array':13} {'selection':9} {'reader':12} {'median s':>9} {'min-max s':>13}"
+        "  vs zarrpipe read-all"
+    )
     for name in args.arrays:
         path = str(args.store / name)
         rows = [("all", "zarrpipe")] + [(k, r) for k in ("planes", "points") for r in args.readers]
         results = {}
         for kind, reader in rows:
-            cmd = [sys.executable, __file__, "--worker", reader, path, kind, "--repeats", str(args.repeats)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                reader,
+                path,
+                kind,
+                "--repeats",
+                str(args.repeats),
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
-                print(f"{name:13} {kind:9} {reader:12} failed: {proc.stderr.strip().splitlines()[-1:]}")
+                print(
+                    f"{name:13} {kind:9} {reader:12} failed: "
+                    f"{proc.stderr.strip().splitlines()[-1:]}"
+                )
                 continue
             results[kind, reader] = json.loads(proc.stdout.strip().splitlines()[-1])
-        base = statistics.median(results["all", "zarrpipe"]["times"]) if ("all", "zarrpipe") in results else None
+        base = (
+            statistics.median(results["all", "zarrpipe"]["times"])
+            if ("all", "zarrpipe") in results
+            else None
+        )
         for (kind, reader), r in results.items():
             ref = results.get((kind, "zarrpipe"))
             ok = ref is None or (r["sum"] == ref["sum"] and r["shape"] == ref["shape"])
             med = statistics.median(r["times"])
             ratio = f"{med / base:.2f}x" if base else "-"
             print(
-                f"{name:13} {kind:9} {reader:12} {med:9.3f} {min(r['times']):6.3f}-{max(r['times']):6.3f}"
+                f"{name:13} {kind:9} {reader:12} {med:9.3f} "
+                f"{min(r['times']):6.3f}-{max(r['times']):6.3f}"
                 f"  {ratio}{'' if ok else '  RESULT DIFFERS'}"
             )
 

@@ -412,7 +412,8 @@ impl Array {
                 let (ptr, layout) = numpy_layout(&value, false)?;
                 // SAFETY: `value` is a C-contiguous array we hold until the write returns;
                 // nothing else can see it (a fresh copy or the caller's read-only view).
-                let src = unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
+                let src =
+                    unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
                 run(py, move || {
                     array.write_pick(&pick, &src, write_empty, cache.as_deref())
                 })?;

@@ -57,7 +57,10 @@ fn decode_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     let class = DECODE_ERROR.get_or_try_init(py, || {
         let bases = PyTuple::new(
             py,
-            [py.get_type::<ZarrpipeError>(), py.get_type::<PyValueError>()],
+            [
+                py.get_type::<ZarrpipeError>(),
+                py.get_type::<PyValueError>(),
+            ],
         )?;
         new_class(
             py,
@@ -90,6 +93,11 @@ fn raise(class: fn(Python<'_>) -> PyResult<&Bound<'_, PyType>>, msg: String) -> 
         Ok(t) => PyErr::from_type(t.clone(), msg),
         Err(_) => ZarrpipeError::new_err(msg),
     })
+}
+
+/// A `zarrpipe.DecodeError` with `msg`.
+pub fn decode_error_with(msg: String) -> PyErr {
+    raise(decode_error, msg)
 }
 
 /// Converts an engine error into the Python exception DESIGN.md assigns to it.

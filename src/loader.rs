@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use zarrpipe_codecs::rows::{gather_rows, RowSource};
 use zarrpipe_codecs::ElementType;
 
-use crate::array::{tensor, Array};
+use crate::array::Array;
 use crate::runtime::run;
 use crate::tensor::Tensor;
 
@@ -114,6 +114,10 @@ impl Rows {
                 .collect();
             gather_rows(&sources, axis, dtype.size())
         })?;
-        Ok(tensor(bytes, &shape, dtype))
+        Ok(Tensor::new(
+            bytes,
+            shape.iter().map(|&d| d as usize).collect(),
+            dtype,
+        ))
     }
 }

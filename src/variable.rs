@@ -33,7 +33,7 @@ pub fn to_numpy<'py>(
             Variable::Utf8 => PyString::new(
                 py,
                 std::str::from_utf8(raw).map_err(|_| {
-                    crate::errors::DecodeError::new_err(format!("element {i} is not valid UTF-8"))
+                    crate::errors::decode_error_with(format!("element {i} is not valid UTF-8"))
                 })?,
             )
             .into_any(),

@@ -369,7 +369,9 @@ def test_missing_store(tmp_path):
         )
     assert not (tmp_path / "nope").exists()
     (tmp_path / "a-file").write_bytes(b"x")
-    assert_raises(lambda: zarrpipe.Store(str(tmp_path / "a-file" / "store")), OSError, what="under a file")
+    assert_raises(
+        lambda: zarrpipe.Store(str(tmp_path / "a-file" / "store")), OSError, what="under a file"
+    )
     assert_healthy(str(tmp_path / "scratch"))
 
 

@@ -734,7 +734,13 @@ def test_killed_writers_leave_every_chunk_old_or_new(tmp_path, layout):
 
 @pytest.mark.parametrize(
     ("shape", "dtype"),
-    [((100,), "i4"), ((5000, 5000), "f8"), ((512, 1024, 1024), "u2"), ((3, 1, 7), "u1"), ((0, 9), "f4")],
+    [
+        ((100,), "i4"),
+        ((5000, 5000), "f8"),
+        ((512, 1024, 1024), "u2"),
+        ((3, 1, 7), "u1"),
+        ((0, 9), "f4"),
+    ],
 )
 def test_chunks_none_guesses_as_zarr_python_does(tmp_path, shape, dtype):
     arr = zarrpipe.Store(str(tmp_path)).create_array("a", shape=shape, dtype=dtype)

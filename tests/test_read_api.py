@@ -257,7 +257,9 @@ def test_missing_store_dir(tmp_path):
     with pytest.raises(FileNotFoundError):
         store.open_array("a")
     store.create_array("a", shape=(3,), dtype="i2")[...] = [1, 2, 3]
-    np.testing.assert_array_equal(np.asarray(zarrpipe.Store(str(missing), mode="r").read("a")), [1, 2, 3])
+    np.testing.assert_array_equal(
+        np.asarray(zarrpipe.Store(str(missing), mode="r").read("a")), [1, 2, 3]
+    )
 
 
 def test_missing_array_path(hierarchy):

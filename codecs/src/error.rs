@@ -87,9 +87,8 @@ impl Error {
         match self {
             Self::Corrupt { key, .. }
             | Self::Encode { key, .. }
-            | Self::Checksum { key, .. } | Self::Storage { key, .. } => {
-                Some(key)
-            }
+            | Self::Checksum { key, .. }
+            | Self::Storage { key, .. } => Some(key),
             Self::Metadata { path, .. } => Some(path),
             _ => None,
         }

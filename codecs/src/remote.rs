@@ -20,8 +20,8 @@ use zarrs::storage::{
     StoreKeys, StoreKeysPrefixes, StorePrefix, StorePrefixes,
 };
 
-use crate::fork::ProcessLock;
 use crate::error::{Error, Result};
+use crate::fork::ProcessLock;
 
 /// Ranges of one value closer than this are fetched in one request (object_store's default).
 const COALESCE_GAP: u64 = 1 << 20;

@@ -87,9 +87,17 @@ pub fn read_remote(
                     match (cache, &slot) {
                         (Some(c), Some(s)) => match c.get(&s.key) {
                             Some(hit) => hits.push((hit, s.clone(), part.placement.clone())),
-                            None => parts.push(Part { plan: i, part, slot }),
+                            None => parts.push(Part {
+                                plan: i,
+                                part,
+                                slot,
+                            }),
                         },
-                        _ => parts.push(Part { plan: i, part, slot }),
+                        _ => parts.push(Part {
+                            plan: i,
+                            part,
+                            slot,
+                        }),
                     }
                 }
                 if !parts.is_empty() {

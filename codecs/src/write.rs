@@ -180,7 +180,10 @@ impl Array {
             self.store.check_writable()?;
         }
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
-        let sizes: Vec<u64> = items.iter().map(|i| i.chunk_shape.iter().product()).collect();
+        let sizes: Vec<u64> = items
+            .iter()
+            .map(|i| i.chunk_shape.iter().product())
+            .collect();
         self.rebuild(&keys, &sizes, store_them, cache, |i| {
             let item = &items[i];
             let chunk = self.updated_chunk(item, i, src, existing)?;
@@ -201,7 +204,9 @@ impl Array {
     ) -> Result<Vec<Written>> {
         let n = keys.len();
         let results = if !store_them {
-            map_indices(0..n, |i| Ok(rebuilt(i)?.map_or(Written::Deleted, Written::Bytes)))
+            map_indices(0..n, |i| {
+                Ok(rebuilt(i)?.map_or(Written::Deleted, Written::Bytes))
+            })
         } else if self.store.remote().is_some() {
             self.store_in_groups(keys, elements, &rebuilt)
         } else {
@@ -263,11 +268,10 @@ impl Array {
                 .map(|(key, v)| (*key, v.as_deref()))
                 .collect();
             self.store.put_many(&ops)?;
-            results.extend(
-                group
-                    .iter()
-                    .map(|v| v.as_ref().map_or(Written::Deleted, |b| Written::Stored(b.len()))),
-            );
+            results.extend(group.iter().map(|v| {
+                v.as_ref()
+                    .map_or(Written::Deleted, |b| Written::Stored(b.len()))
+            }));
             start = end;
         }
         Ok(results)
