@@ -251,7 +251,8 @@ fn metadata_errors_are_typed() {
         "\"\"",
         r#"[{"name":"vlen-utf8"}]"#,
     );
-    assert!(matches!(store.open("strings"), Err(Error::Unsupported(_))));
+    // Variable-length strings are read natively (they used to be unsupported).
+    assert!(store.open("strings").is_ok());
     assert!(matches!(store.open("missing"), Err(Error::NotFound(_))));
     store.put("g/zarr.json", br#"{"zarr_format":3,"node_type":"group"}"#);
     assert!(matches!(store.open("g"), Err(Error::NotFound(m)) if m.contains("group")));
