@@ -359,19 +359,6 @@ impl Array {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let request = self.request(selection)?;
-        if let Some(kind) = self.array.info.variable {
-            let Request::Region(region) = request else {
-                return Err(to_pyerr(zarrpipe_codecs::Error::Unsupported(
-                    "writes to variable-length arrays take integers and step-1 slices".into(),
-                )));
-            };
-            let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
-            let array = self.array.clone();
-            let write_empty = self.write_empty_chunks;
-            return run(py, move || {
-                array.write_variable(&region, &data, write_empty)
-            });
-        }
         self.write_request(py, request, value)
     }
 
@@ -398,6 +385,19 @@ impl Array {
         let array = self.array.clone();
         let cache = self.cache.clone();
         let write_empty = self.write_empty_chunks;
+        // Every write path (`arr[...] =`, `oindex`/`vindex` writes) passes here, so a
+        // variable-length array never reaches the fixed-size paths below.
+        if let Some(kind) = self.array.info.variable {
+            let Request::Region(region) = request else {
+                return Err(to_pyerr(zarrpipe_codecs::Error::Unsupported(
+                    "writes to variable-length arrays take integers and step-1 slices".into(),
+                )));
+            };
+            let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
+            return run(py, move || {
+                array.write_variable(&region, &data, write_empty)
+            });
+        }
         let region = match request {
             Request::Region(region) => region,
             Request::Pick(pick, shape) => {

@@ -181,3 +181,16 @@ def test_bad_fancy_writes_raise_and_write_nothing(tmp_path):
     with pytest.raises(PermissionError):
         zarrpipe.Store(str(tmp_path), mode="r").open_array("a").vindex[[0], [0]] = 3.0
     np.testing.assert_array_equal(np.asarray(arr[...]), np.ones((6, 6), "f4"))
+
+
+def test_fancy_writes_to_a_string_array_are_refused_and_change_nothing(tmp_path):
+    with quiet_zarr_writes():
+        z = zarr.create_array(store=str(tmp_path), shape=(6,), chunks=(2,), dtype=str)
+        z[...] = np.array(["a", "bb", "ccc", "d", "ee", "f"])
+    arr = zarrpipe.Store(str(tmp_path)).open_array("")
+    with pytest.raises(zarrpipe.UnsupportedError):
+        arr.vindex[[0, 3]] = "x"
+    with pytest.raises(zarrpipe.UnsupportedError):
+        arr.oindex[[1]] = "y"
+    arr[1:3] = ["B", "C"]  # a region write is native
+    assert list(np.asarray(arr.read())) == ["a", "B", "C", "d", "ee", "f"]
