@@ -68,8 +68,12 @@ def test_writes_of_every_kind_equal_numpy(data, layout):
     dtype = np.dtype(layout[3])
     values = sample_values(dtype, shape, seed=data.draw(st.integers(0, 1000)))
     with tempfile.TemporaryDirectory() as root:
-        expected, _ = _write(root, values, layout)
-        expected = np.array(expected, dtype=dtype.newbyteorder("="))
+        _write(root, values, layout)
+        # What the store holds to start with, as zarr-python reads it (a chunk zarr-python
+        # judged all fill value, NaN parts included, was not stored).
+        with quiet_zarr_writes():
+            start = np.asarray(zarr.open_array(store=root, path="a", mode="r")[...])
+        expected = np.array(start, dtype=dtype.newbyteorder("="))
         store = zarrpipe.Store(root, cache_bytes=data.draw(st.sampled_from([0, 1 << 20])))
         arr = store.open_array("a")
         for _ in range(data.draw(st.integers(1, 4))):
