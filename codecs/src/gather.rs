@@ -216,6 +216,8 @@ impl Array {
         check_partition(factors, &groups)?;
         let items = self.items(factors, &groups, &grid, elem)?;
         let out_strides = c_strides(&pick.out_shape(), elem);
+        // Batches of consecutive items within SCRATCH_BYTES (at least one item each).
+        let mut batches: Vec<(Range<usize>, usize)> = Vec::new();
         let mut start = 0;
         while start < items.len() {
             let mut end = start + 1;
@@ -224,8 +226,16 @@ impl Array {
                 bytes += items[end].bytes;
                 end += 1;
             }
-            let batch = &items[start..end];
-            let scratch = self.read_boxes(batch, bytes, cache)?;
+            batches.push((start..end, bytes));
+            start = end;
+        }
+        // One scratch buffer for every batch: its pages are faulted in once, not once per
+        // batch (a selection touching every chunk decodes as many bytes as a read-all).
+        let largest = batches.iter().map(|(_, b)| *b).max().unwrap_or(0);
+        let mut scratch = try_output_buffer(largest, "a selection's scratch buffer")?;
+        for (range, bytes) in batches {
+            let batch = &items[range];
+            self.read_boxes(batch, bytes, cache, &mut scratch)?;
             let mut offsets = Vec::with_capacity(batch.len());
             let mut at = 0;
             for item in batch {
@@ -248,7 +258,6 @@ impl Array {
             } else {
                 batch.par_iter().zip(&offsets).try_for_each(one)?;
             }
-            start = end;
         }
         Ok(())
     }
@@ -301,16 +310,25 @@ impl Array {
         err.map_or(Ok(items), Err)
     }
 
-    /// Reads the boxes of `batch` one after the other into a fresh scratch buffer of
-    /// `bytes`, through the plan path (each box is inside one chunk of the read grid).
+    /// Reads the boxes of `batch` one after the other into the first `bytes` of `scratch`
+    /// (its capacity is at least `bytes`), through the plan path (each box is inside one
+    /// chunk of the read grid).
     fn read_boxes(
         &self,
         batch: &[Item],
         bytes: usize,
         cache: Option<&ChunkCache>,
-    ) -> Result<Vec<u8>> {
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         let elem = self.info.dtype.size();
-        let mut scratch = try_output_buffer(bytes, "a selection's scratch buffer")?;
+        // Nothing of the last batch is read again: the plan below writes all `bytes`.
+        scratch.clear();
+        if scratch.capacity() < bytes {
+            return Err(Error::InvalidArgument(format!(
+                "scratch buffer of {} bytes for a batch of {bytes}",
+                scratch.capacity()
+            )));
+        }
         let total = (bytes / elem) as u64;
         let layout = OutLayout::c_order(&[total], elem);
         let mut plans = Vec::with_capacity(batch.len());
@@ -352,7 +370,7 @@ impl Array {
         // SAFETY: the checked plan covers every scratch element and every box was decoded or
         // filled (or an error returned above).
         unsafe { scratch.set_len(bytes) };
-        Ok(scratch)
+        Ok(())
     }
 }
 

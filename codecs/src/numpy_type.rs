@@ -27,6 +27,8 @@ pub struct NumpyType {
     pub numpy: Value,
     /// How the engine carries the elements.
     pub elem: ElementType,
+    /// Why the engine must not read or write this array itself, if it must not.
+    pub refused: Option<String>,
 }
 
 const NATIVE_BIG: bool = cfg!(target_endian = "big");
@@ -154,6 +156,17 @@ impl Ty {
                     })
                     .collect(),
             ),
+        }
+    }
+
+    /// Whether a record has a field of more than one byte per scalar (one a byte order
+    /// changes).
+    fn has_multibyte_scalar(&self) -> bool {
+        match self {
+            Self::Struct(fields) => fields.iter().any(|f| f.ty.has_multibyte_scalar()),
+            Self::Bool | Self::Bytes(_) | Self::Void(_) | Self::Small(_) => false,
+            Self::Int(n, _) | Self::UInt(n, _) | Self::Float(n, _) | Self::Complex(n, _) => *n > 1,
+            Self::Time { .. } | Self::Utf32(..) => true,
         }
     }
 
@@ -560,12 +573,51 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
         // Numbers and bool: zarrs' own.
         _ => return Ok(None),
     };
+    // A v3 record's fields are stored in the bytes codec's byte order (the `struct` spec);
+    // the engine carries records as opaque bytes, so it swaps no field: in the other order it
+    // would return wrong values, and refuses instead.
+    let record = matches!(ty, Ty::Struct(_));
+    let refused =
+        (record && !v2 && ty.has_multibyte_scalar() && stored_big(meta) == Some(!NATIVE_BIG)).then(
+            || {
+                "records (struct data type) whose bytes codec stores multi-byte fields in \
+             non-native byte order: zarrpipe does not swap record fields"
+                    .to_owned()
+            },
+        );
     meta[field] = stand_in;
     meta["fill_value"] = fill_json;
     Ok(Some(NumpyType {
         numpy: ty.native().numpy(),
         elem,
+        refused,
     }))
+}
+
+/// Whether the v3 `bytes` codec of `meta` (at the top of the chain or inside sharding) stores
+/// big-endian data; `None` when no codec names an endian (one-byte data only).
+fn stored_big(meta: &Value) -> Option<bool> {
+    fn find(codecs: &Value) -> Option<bool> {
+        for c in codecs.as_array()? {
+            let config = c.get("configuration");
+            match c.get("name").and_then(Value::as_str) {
+                Some("bytes") => {
+                    return config
+                        .and_then(|k| k.get("endian"))
+                        .and_then(Value::as_str)
+                        .map(|e| e == "big")
+                }
+                Some("sharding_indexed") => {
+                    if let Some(found) = config.and_then(|k| k.get("codecs")).and_then(find) {
+                        return Some(found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    find(meta.get("codecs")?)
 }
 
 /// Whether v2 metadata lists a filter of numcodecs id `id`.
@@ -636,6 +688,23 @@ mod tests {
         assert_eq!(s["data_type"], json!("r24"));
         let x = 258i16.to_ne_bytes();
         assert_eq!(s["fill_value"], json!([x[0], x[1], 1]));
+    }
+
+    #[test]
+    fn records_stored_in_the_other_byte_order_are_refused() {
+        let other = if NATIVE_BIG { "little" } else { "big" };
+        let native = if NATIVE_BIG { "big" } else { "little" };
+        let record = |endian: &str, field: &str| {
+            json!({"zarr_format": 3, "data_type": {"name": "struct", "configuration":
+                {"fields": [{"name": "x", "data_type": field}]}}, "fill_value": {"x": 0},
+                "codecs": [{"name": "sharding_indexed", "configuration": {"codecs":
+                    [{"name": "bytes", "configuration": {"endian": endian}}]}}]})
+        };
+        let refused = |mut m: Value| stand_in(&mut m).unwrap().unwrap().refused;
+        assert!(refused(record(other, "int16")).is_some());
+        assert!(refused(record(native, "int16")).is_none());
+        // One-byte fields have no byte order.
+        assert!(refused(record(other, "uint8")).is_none());
     }
 
     #[test]

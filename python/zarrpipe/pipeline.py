@@ -76,33 +76,15 @@ def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
 def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
     """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
     datetimes, fixed-length strings and bytes, records): native byte order (the engine
-    swaps), records as stored; None for other types (variable-length ones go elsewhere)."""
+    swaps); a v2 record's fields as stored (v2 records carry their byte order, v3 ones take
+    the bytes codec's); None for other types (variable-length ones go elsewhere)."""
     dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
     if not isinstance(dtype, np.dtype) or dtype.kind not in "biufcMmUSV" or dtype.hasobject:
         return None
-    return dtype if dtype.names is not None else dtype.newbyteorder("=")
-
-
-def _byte_order_gap(metadata: ArrayMetadata) -> str | None:
-    """Why an array whose byte order zarrpipe does not yet honour through this pipeline must
-    stay on zarr-python's (zarr-python 3.4's suite found wrong bytes for these), or None."""
-    dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    if not isinstance(dtype, np.dtype):
-        return None
-    big_codec = any(
-        getattr(c, "endian", None) is not None
-        and str(getattr(c.endian, "value", c.endian)) == "big"
-        for c in getattr(metadata, "codecs", ())
-    )
-    if dtype.kind in "Mm" and (dtype.byteorder == ">" or big_codec):
-        return "big-endian datetime64/timedelta64 through this pipeline"
-    if (
-        dtype.names is not None
-        and isinstance(metadata, ArrayV3Metadata)
-        and (big_codec or not all(dtype.fields[n][0].isnative for n in dtype.names))
-    ):
-        return "a structured data type stored or given in big-endian byte order"
-    return None
+    if dtype.names is not None and isinstance(metadata, ArrayV2Metadata):
+        return dtype
+    # newbyteorder reaches into every field of a record.
+    return dtype.newbyteorder("=")
 
 
 def _is_variable(metadata: ArrayMetadata) -> bool:
@@ -133,8 +115,6 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
     elif _native_dtype(metadata) is None and not _is_variable(metadata):
         reason = f"data type {metadata.dtype} is not one zarrpipe reads"
-    elif (gap := _byte_order_gap(metadata)) is not None:
-        reason = gap
     else:
         try:
             return _PipelineArray(
@@ -348,8 +328,7 @@ class CodecPipeline(_abc.CodecPipeline):
         return (
             isinstance(array, np.ndarray)
             and dtype is not None
-            and dtype.names is None
-            and array.dtype.newbyteorder("=") == dtype
+            and array.dtype.newbyteorder("=") == dtype.newbyteorder("=")
         )
 
     def _reads_store(self, batch: list[BatchInfo]) -> bool:
