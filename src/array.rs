@@ -209,8 +209,8 @@ impl Array {
     }
 
     /// A selection of a variable-length array as a NumPy array. Integers and step-1 slices
-    /// read just their region; any other selection reads the region that spans it and
-    /// NumPy applies the selection.
+    /// read just their region; any other selection reads the box that spans it and NumPy
+    /// takes the selection from there.
     fn read_variable<'py>(
         &self,
         py: Python<'py>,
@@ -234,7 +234,18 @@ impl Array {
         };
         let (region, rest) = match (basic, selection) {
             (Some(region), _) => (region, None),
-            (None, Some(s)) => (Region::all(shape), Some(s)),
+            (None, Some(s)) => {
+                // Steps, `None`, index arrays, masks: the box that spans the selection is
+                // read, NumPy takes the selection from it.
+                let helpers = py.import("zarrpipe._selection")?;
+                let pick = helpers
+                    .getattr("numpy_pick")?
+                    .call1((PyTuple::new(py, shape)?, s))?;
+                let corner = helpers.getattr("pick_box")?.call1((&pick, shape.len()))?;
+                let selectors = selection::parse(&corner)?;
+                let region = Region::resolve(shape, &selectors).map_err(to_pyerr)?;
+                (region, Some((helpers, pick, corner)))
+            }
             (None, None) => unreachable!("no selection is the whole array"),
         };
         let array = self.array.clone();
@@ -242,7 +253,9 @@ impl Array {
         let data = run(py, move || array.read_variable(&read))?;
         let out = variable::to_numpy(py, &data, kind, &region.out_shape)?;
         match rest {
-            Some(s) => out.get_item(s),
+            Some((helpers, pick, corner)) => {
+                helpers.getattr("take_pick")?.call1((out, pick, corner))
+            }
             None => Ok(out),
         }
     }

@@ -380,3 +380,42 @@ def test_small_floats_round_trip_with_ml_dtypes(tmp_path: Any) -> None:
         assert got.tobytes() == want.tobytes(), name
         meta = (tmp_path / name / "zarr.json").read_text()
         assert f'"data_type": "{name}"' in meta
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_orthogonal_and_coordinate_selections_of_strings_equal_numpy(tmp_path, zarr_format):
+    """Strings: oindex/vindex read only the box spanning the selection, then NumPy picks."""
+    data = np.array(
+        [[f"s{i}-{j}" * (1 + (i + j) % 3) for j in range(7)] for i in range(9)], dtype=object
+    )
+    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}):
+        z = zarr.create_array(
+            tmp_path / "s.zarr", shape=data.shape, chunks=(4, 3), dtype=str, zarr_format=zarr_format
+        )
+        z[...] = data
+    a = zarrpipe.Store(str(tmp_path), mode="r").open_array("s.zarr")
+    expect = data.astype(str)
+    rows, cols = np.array([8, 0, 3, 3, -1]), np.array([6, 1, 1, 0, 2])
+    mask = (np.arange(63).reshape(9, 7) % 5) == 0
+    cases = [
+        (a.oindex[rows, 2:6], expect[np.ix_(rows % 9, np.arange(2, 6))]),
+        (a.oindex[[1, 5], ::-2], expect[np.ix_([1, 5], np.arange(6, -1, -2))]),
+        (a.oindex[mask.any(axis=1), [4]], expect[np.ix_(mask.any(axis=1), [4])]),
+        (a.vindex[rows, cols], expect[rows, cols]),
+        (a.vindex[mask], expect[mask]),
+        (a.vindex[[[0, 8], [2, 2]], 3], expect[[[0, 8], [2, 2]], 3]),
+        (a.oindex[[], :], expect[[], :]),
+        (a[::-2, 1], expect[::-2, 1]),
+        (a[mask], expect[mask]),
+        (a[None, 1:3, [0, 0]], expect[None, 1:3, [0, 0]]),
+    ]
+    for got, want in cases:
+        assert got.shape == want.shape
+        assert got.tolist() == want.tolist()
+    # Only the box spanning a selection is read: a damaged chunk outside it is never decoded.
+    key = "2.2" if zarr_format == 2 else "c/2/2"
+    (tmp_path / "s.zarr" / key).write_bytes(b"not a chunk")
+    assert a.vindex[[0, 5], [1, 4]].tolist() == expect[[0, 5], [1, 4]].tolist()
+    assert a.oindex[[1, 4], ::3][:, :2].tolist() == expect[np.ix_([1, 4], [0, 3])].tolist()
+    with pytest.raises(zarrpipe.DecodeError):
+        a.vindex[[0, 8], [1, 6]]
