@@ -263,8 +263,8 @@ def test_zarrpipe_writes_read_back_in_zarr_python(tmp_path: Any, did: str, cid: 
     data = data_for(did)
     fill = DTYPES[did][1][-1]
     spec = DTYPES[did][0]
-    if spec == "vlen-bytes" or spec is str:
-        pytest.skip("create_array takes NumPy dtypes: variable-length arrays are made by zarr")
+    if spec == "vlen-bytes":
+        spec = "variable_length_bytes"
     (tmp_path / "np").mkdir()
     store = zarrpipe.Store(str(tmp_path / "np"), mode="a")
     arr = store.create_array(
@@ -288,7 +288,8 @@ def test_zarrpipe_writes_read_back_in_zarr_python(tmp_path: Any, did: str, cid: 
         if sharded and "unhashable" in str(e):
             pytest.skip(f"zarr-python cannot read this sharded array: {e}")
         raise
-    assert_same(got.astype(got.dtype.newbyteorder("=")) if got.dtype.names is None else got,
+    native = got.dtype.names is None and got.dtype.kind not in "OT"
+    assert_same(got.astype(got.dtype.newbyteorder("=")) if native else got,
                 mirror, "zarr-python reading zarrpipe's array")  # fmt: skip
     assert_same(as_array(store.read("a")), got, "zarrpipe reading its own array")
 

@@ -752,3 +752,42 @@ def test_chunks_none_guesses_as_zarr_python_does(tmp_path, shape, dtype):
         "s", shape=(4096, 4096), dtype="u2", shards=(2048, 2048)
     )
     assert all(s % c == 0 for s, c in zip(sharded.shards, sharded.chunks, strict=True))
+
+
+VARIABLE_CASES = {
+    "str-v3": dict(dtype=str, zarr_format=3),
+    "str-v3-sharded": dict(dtype=str, zarr_format=3, shards=(8, 6)),
+    "str-v2": dict(dtype=str, zarr_format=2),
+    "bytes-v3": dict(dtype=bytes, zarr_format=3),
+    "bytes-v2": dict(dtype=bytes, zarr_format=2),
+    "str-v3-fill": dict(dtype=str, zarr_format=3, fill_value="n/a"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VARIABLE_CASES))
+def test_variable_length_arrays_are_created_as_zarr_python_creates_them(tmp_path, case):
+    kwargs = dict(VARIABLE_CASES[case])
+    is_bytes = kwargs["dtype"] is bytes
+    shape, chunks = (8, 6), (4, 3)
+    ours = new_store(tmp_path / "ours.zarr").create_array("x", shape=shape, chunks=chunks, **kwargs)
+    if is_bytes:
+        from zarr.core.dtype import VariableLengthBytes
+
+        kwargs["dtype"] = VariableLengthBytes()  # zarr-python reads `bytes` as "|S0"
+    with quiet_zarr_writes():
+        zarr.create_array(
+            LocalStore(tmp_path / "theirs.zarr"), name="x", shape=shape, chunks=chunks, **kwargs
+        )
+    diff = json_diff(
+        metadata_docs(tmp_path / "ours.zarr" / "x"), metadata_docs(tmp_path / "theirs.zarr" / "x")
+    )
+    assert not diff, diff
+    words = [f"w{i}" * (i % 4) for i in range(48)]  # "" included: the fill of most cases
+    data = np.array([w.encode() for w in words] if is_bytes else words, dtype=object)
+    data = data.reshape(shape)
+    ours[1:7, :] = data[1:7]
+    want = data.copy()
+    fill = kwargs.get("fill_value", b"" if is_bytes else "")
+    want[0], want[7] = fill, fill
+    assert zarr_read(tmp_path / "ours.zarr", "x").tolist() == want.tolist()
+    assert ours[...].tolist() == want.tolist()

@@ -36,6 +36,9 @@ pub struct ArraySpec {
     pub compressors: Option<Vec<Value>>,
     /// `None`: no filters.
     pub filters: Option<Vec<Value>>,
+    /// Variable-length strings (`"vlen-utf8"`) or bytes (`"vlen-bytes"`): the codec that
+    /// serialises them (v3) or the object-codec filter (v2); `dtype` is then unused.
+    pub object_codec: Option<String>,
     /// JSON as the metadata spells it (`"NaN"`, `[re, im]`...); `None`: zero.
     pub fill_value: Option<Value>,
     pub attributes: Map<String, Value>,
@@ -72,7 +75,14 @@ impl ArraySpec {
             .map_or(3, |f| u8::try_from(f).unwrap_or(0));
         let fill_value = v.get("fill_value").filter(|f| !f.is_null()).cloned();
         let data_type = v.get("data_type").filter(|d| !d.is_null()).cloned();
+        let object_codec = match v.get("object_codec").and_then(Value::as_str) {
+            None => None,
+            Some(c @ ("vlen-utf8" | "vlen-bytes")) => Some(c.to_owned()),
+            Some(other) => return Err(bad(format!("unknown object codec {other:?}"))),
+        };
         let dtype = match &data_type {
+            // Never used as an element: variable-length arrays read and write whole chunks.
+            _ if object_codec.is_some() => ElementType::UInt8,
             // The engine element of a spelled-out type is its stand-in's.
             Some(dt) => {
                 let field = if zarr_format == 2 {
@@ -110,6 +120,7 @@ impl ArraySpec {
             shards: shape_of("shards")?,
             compressors: list_of("compressors")?,
             filters: list_of("filters")?,
+            object_codec,
             fill_value,
             attributes: match v.get("attributes") {
                 None | Some(Value::Null) => Map::new(),
@@ -425,7 +436,10 @@ fn v3_document(spec: &ArraySpec) -> Result<Value> {
             .collect::<Result<_>>()?,
     };
     let mut chain: Vec<Value> = filters;
-    chain.push(bytes_codec(spec));
+    chain.push(match &spec.object_codec {
+        Some(codec) => json!({"name": codec, "configuration": {}}),
+        None => bytes_codec(spec),
+    });
     chain.extend(compressors);
     let (grid, codecs) = match &spec.shards {
         None => (&spec.chunks, chain),
@@ -447,7 +461,11 @@ fn v3_document(spec: &ArraySpec) -> Result<Value> {
     };
     let mut doc = json!({
         "shape": spec.shape,
-        "data_type": spec.data_type.clone().unwrap_or_else(|| json!(spec.dtype.name())),
+        "data_type": match spec.object_codec.as_deref() {
+            Some("vlen-bytes") => json!("variable_length_bytes"),
+            Some(_) => json!("string"),
+            None => spec.data_type.clone().unwrap_or_else(|| json!(spec.dtype.name())),
+        },
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": fill_or_zero(spec),
@@ -495,14 +513,26 @@ fn v2_documents(spec: &ArraySpec) -> Result<Vec<(&'static str, String)>> {
             ))
         }
     };
-    let filters = match spec.filters.as_deref() {
-        None | Some([]) => Value::Null,
-        Some(list) => Value::Array(list.iter().map(v2_codec).collect::<Result<_>>()?),
+    let mut filters: Vec<Value> = match spec.filters.as_deref() {
+        None => Vec::new(),
+        Some(list) => list.iter().map(v2_codec).collect::<Result<_>>()?,
+    };
+    if let Some(codec) = &spec.object_codec {
+        // v2 keeps variable-length elements as `|O`, encoded by the object-codec filter.
+        filters.insert(0, json!({"id": codec}));
+    }
+    let filters = if filters.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(filters)
     };
     let doc = json!({
         "shape": spec.shape,
         "chunks": spec.chunks,
-        "dtype": spec.data_type.clone().unwrap_or_else(|| json!(v2_dtype(spec))),
+        "dtype": match &spec.object_codec {
+            Some(_) => json!("|O"),
+            None => spec.data_type.clone().unwrap_or_else(|| json!(v2_dtype(spec))),
+        },
         "fill_value": fill_or_zero(spec),
         "order": "C",
         "filters": filters,
@@ -539,6 +569,10 @@ fn v2_dtype(spec: &ArraySpec) -> String {
 }
 
 fn fill_or_zero(spec: &ArraySpec) -> Value {
+    if spec.object_codec.is_some() {
+        // The empty string (strings), or the empty bytes in base64 (bytes): also "".
+        return spec.fill_value.clone().unwrap_or_else(|| json!(""));
+    }
     spec.fill_value
         .clone()
         .unwrap_or_else(|| match spec.dtype.kind() {
@@ -564,6 +598,7 @@ mod tests {
             shards: None,
             compressors: None,
             filters: None,
+            object_codec: None,
             fill_value: None,
             attributes: Map::new(),
             dimension_names: None,

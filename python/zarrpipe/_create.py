@@ -207,6 +207,39 @@ def guess_chunks(shape: list[int], itemsize: int) -> list[int]:
     return chunks
 
 
+def _object_codec(dtype: Any) -> str | None:
+    """The codec of a variable-length type: `str`, `"string"`, NumPy's `StringDType` are
+    strings (vlen-utf8); `bytes`, `"variable_length_bytes"` byte strings (vlen-bytes); also
+    zarr-python's `VariableLengthUTF8()` / `VariableLengthBytes()`."""
+    if dtype is str or (isinstance(dtype, str) and dtype == "string"):
+        return "vlen-utf8"
+    if dtype is bytes or (isinstance(dtype, str) and dtype == "variable_length_bytes"):
+        return "vlen-bytes"
+    # zarr-python's own data type objects.
+    kind = type(dtype).__name__
+    if kind in ("VariableLengthUTF8", "VariableLengthBytes"):
+        return "vlen-utf8" if kind == "VariableLengthUTF8" else "vlen-bytes"
+    dt = np.dtype(dtype)
+    if dt.kind == "T" or (dt.kind == "U" and dt.itemsize == 0):
+        return "vlen-utf8"
+    if dt.kind == "S" and dt.itemsize == 0:
+        return "vlen-bytes"
+    if dt.kind == "O":
+        raise TypeError(
+            "dtype object is ambiguous: pass str (variable-length strings) or bytes "
+            "(variable-length bytes)"
+        )
+    return None
+
+
+def _variable_fill(codec: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if codec == "vlen-utf8":
+        return str(value)
+    return base64.standard_b64encode(bytes(value)).decode("ascii")
+
+
 def array_spec_json(
     *,
     shape: Any,
@@ -220,9 +253,13 @@ def array_spec_json(
     dimension_names: Any,
     zarr_format: int,
 ) -> str:
-    dt = np.dtype(dtype)
+    object_codec = _object_codec(dtype)
+    dt = np.dtype(object if object_codec else dtype)
     data_type = None
-    if _is_spelled_out(dt):
+    if object_codec:
+        name, big_endian = "", False
+        fill = _variable_fill(object_codec, fill_value)
+    elif _is_spelled_out(dt):
         name, big_endian = "", False
         data_type, fill = _spelled_out(dt, fill_value, int(zarr_format))
     else:
@@ -230,7 +267,8 @@ def array_spec_json(
         fill = _fill(fill_value, name)
     if chunks is None:
         within = _shape(shape, "shape") if shards is None else _shape(shards, "shards")
-        chunks = guess_chunks(within, dt.itemsize)
+        # zarr-python counts one byte per variable-length element.
+        chunks = guess_chunks(within, 1 if object_codec else dt.itemsize)
     spec = {
         "shape": _shape(shape, "shape"),
         "dtype": name,
@@ -240,6 +278,7 @@ def array_spec_json(
         "shards": _shape(shards, "shards"),
         "compressors": _codecs(compressors),
         "filters": _codecs(filters) if filters != "auto" else None,
+        "object_codec": object_codec,
         "fill_value": fill,
         "attributes": dict(attributes or {}),
         "dimension_names": None if dimension_names is None else list(dimension_names),

@@ -660,7 +660,12 @@ class Store:
             path: Where, in the store.
             shape: The array's shape.
             dtype: A NumPy dtype zarrpipe holds (bool, (u)int8-64, float16/32/64,
-                complex64/128, bfloat16); a big-endian one is stored big-endian.
+                complex64/128, bfloat16, datetime64/timedelta64, `<U7`, `|S7`, `|V8`,
+                records, ml_dtypes' small floats); a big-endian one is stored big-endian
+                (v2). Variable-length strings: `str`, `"string"` or `StringDType()`;
+                variable-length bytes: `bytes` or `"variable_length_bytes"` (zarr-python's
+                `VariableLengthUTF8()` / `VariableLengthBytes()` too). `object` is refused
+                as ambiguous.
             chunks: The chunk shape reads work in (the inner chunks when `shards` is given);
                 None guesses one as zarr-python's "auto" does (within the shard shape when
                 `shards` is given).
