@@ -122,7 +122,8 @@ pub fn array_tensor(
         shape.iter().map(|&d| d as usize).collect(),
         array.info.dtype,
         descr,
-    ))
+    )
+    .recycled())
 }
 
 impl Array {

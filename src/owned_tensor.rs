@@ -13,6 +13,7 @@ use zarrpipe_codecs::ElementType;
 
 use crate::dlpack::{self, Layout, CPU};
 use crate::dtype::numpy_dtype;
+use crate::tensor::recycle_owned;
 
 const EXPORTED: &str =
     "OwnedTensor already exported: its buffer goes to exactly one DLPack consumer";
@@ -23,6 +24,8 @@ pub struct OwnedTensor {
     dtype: ElementType,
     /// `None` once `__dlpack__` has handed the buffer to a consumer.
     slot: Mutex<Option<BytesMut>>,
+    /// A read's output, kept for the next read of its size when freed (see `Tensor`).
+    recycle: bool,
 }
 
 impl OwnedTensor {
@@ -32,6 +35,42 @@ impl OwnedTensor {
             shape,
             dtype,
             slot: Mutex::new(Some(buffer)),
+            recycle: false,
+        }
+    }
+
+    /// Whether the buffer is a read's output, kept for the next read when freed.
+    #[must_use]
+    pub fn recycled(mut self, recycle: bool) -> Self {
+        self.recycle = recycle;
+        self
+    }
+}
+
+impl Drop for OwnedTensor {
+    fn drop(&mut self) {
+        let buffer = self
+            .slot
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let (true, Some(buffer)) = (self.recycle, buffer) {
+            recycle_owned(buffer);
+        }
+    }
+}
+
+/// The buffer a DLPack consumer holds; when it frees the capsule, a read's output is kept
+/// for the next read of its size.
+struct Exported {
+    buffer: BytesMut,
+    recycle: bool,
+}
+
+impl Drop for Exported {
+    fn drop(&mut self) {
+        if self.recycle {
+            recycle_owned(std::mem::take(&mut self.buffer));
         }
     }
 }
@@ -89,8 +128,11 @@ impl OwnedTensor {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or_else(|| PyBufferError::new_err(EXPORTED))?;
-        let mut owner = Box::new(buffer);
-        let data = owner.as_mut_ptr();
+        let mut owner = Box::new(Exported {
+            buffer,
+            recycle: self.recycle,
+        });
+        let data = owner.buffer.as_mut_ptr();
         // A moved, uniquely owned buffer is exactly what `copy=True` asks for: memory the
         // consumer alone owns. So it is flagged IS_COPIED then, and moved either way.
         let flags = if request.copy == Some(true) {

@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyTuple};
-use zarrpipe_codecs::{buffer, ElementType};
+use zarrpipe_codecs::{buffer, recycle, ElementType};
 
 use crate::bytes_view::BytesView;
 use crate::dlpack::{self, Abi, Layout, CPU};
@@ -42,6 +42,9 @@ pub struct Tensor {
     descr: Option<Py<PyArrayDescr>>,
     /// `None` once `into_dlpack()` has moved the buffer out (a tombstone).
     slot: Mutex<Option<Bytes>>,
+    /// A read's fresh output: when its last holder lets go, the buffer is kept for the next
+    /// read of its size (`zarrpipe_codecs::recycle`).
+    recycle: bool,
 }
 
 impl Tensor {
@@ -67,7 +70,17 @@ impl Tensor {
             dtype,
             descr,
             slot: Mutex::new(Some(bytes)),
+            recycle: false,
         }
+    }
+
+    /// Marks a read's fresh output, whose buffer is kept for the next read of its size once
+    /// nobody holds it (never a buffer anyone else made: only those are known to be sized
+    /// exactly and filled by every read).
+    #[must_use]
+    pub fn recycled(mut self) -> Self {
+        self.recycle = true;
+        self
     }
 
     /// `BufferError` for a tensor DLPack cannot describe.
@@ -423,12 +436,42 @@ impl Tensor {
             bytes.try_into_mut()
         };
         match owned {
-            Ok(owned) => Ok(OwnedTensor::new(owned, self.shape.clone(), self.dtype)),
+            Ok(owned) => {
+                Ok(OwnedTensor::new(owned, self.shape.clone(), self.dtype).recycled(self.recycle))
+            }
             Err(bytes) => {
                 *slot = Some(bytes);
                 Err(PyBufferError::new_err(SHARED))
             }
         }
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if !self.recycle {
+            return;
+        }
+        let bytes = self
+            .slot
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // Only when nobody else holds it (no view, no shared export still alive).
+        if let Some(Ok(owned)) = bytes
+            .filter(|b| b.len() >= recycle::MIN_BYTES)
+            .map(Bytes::try_into_mut)
+        {
+            recycle_owned(owned);
+        }
+    }
+}
+
+/// Keeps a uniquely held read output for the next read of its size (see `recycle`).
+pub fn recycle_owned(owned: bytes::BytesMut) {
+    // Exactly sized, as the read allocated it (anything else is not a read's output).
+    if owned.len() >= recycle::MIN_BYTES && owned.capacity() == owned.len() {
+        recycle::give(Vec::from(owned));
     }
 }
 

@@ -13,10 +13,15 @@ pub fn try_with_capacity(len: usize, what: &str) -> Result<Vec<u8>> {
     Ok(v)
 }
 
-/// Like [`try_with_capacity`], for an output buffer about to be filled once: its pages are
-/// faulted in first, on all pool threads, with the page size that is cheap right now (see
-/// [`crate::first_touch`]). Call it on the decoding pool.
+/// Like [`try_with_capacity`], for an output buffer about to be filled once (every byte is
+/// written before it is read): a kept buffer of an earlier read of this size when there is
+/// one ([`crate::recycle`]), else fresh memory faulted in first, on all pool threads, with
+/// the page size that is cheap right now ([`crate::first_touch`]). Call it on the pool.
 pub fn try_output_buffer(len: usize, what: &str) -> Result<Vec<u8>> {
+    // A kept output of an earlier read (see `recycle`): its pages are in already.
+    if let Some(v) = crate::recycle::take(len) {
+        return Ok(v);
+    }
     let mut v = try_with_capacity(len, what)?;
     // SAFETY: fresh capacity of `len` bytes that nothing has touched or shared yet.
     unsafe { crate::first_touch::populate(v.as_mut_ptr(), len) };

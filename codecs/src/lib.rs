@@ -20,6 +20,7 @@ pub mod plan;
 pub mod plugins;
 pub mod pool;
 pub mod read;
+pub mod recycle;
 pub mod remote;
 pub mod remote_read;
 pub mod rows;

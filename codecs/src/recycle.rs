@@ -1,0 +1,132 @@
+//! Output buffers of large reads, kept for the next read of the same size instead of being
+//! handed back to the kernel.
+//!
+//! Why: a fresh 1 GiB output costs 262,144 page faults, each a zeroed page and, on a VM with
+//! free page reporting, possibly a fault in the host too (see [`crate::first_touch`]). In
+//! repeated reads within one process that is a third of an uncompressed read and most of its
+//! spread: `read_into` a reused buffer took 0.28 s where `read` took 0.50 s (BENCHMARKS.md).
+//! So when the last holder of a read's buffer lets it go (its `Tensor` dropped, or the
+//! consumer of `into_dlpack()` freeing it), the buffer is kept, already faulted in, and the
+//! next read of exactly that many bytes takes it. Reads overwrite every byte of their output,
+//! so nothing of the old contents shows through, and a taken buffer is again held by one
+//! owner only.
+//!
+//! Bounded: only buffers of at least [`MIN_BYTES`], at most [`limit`] bytes in all (the
+//! oldest go first). Kept memory counts in the process's RSS until it is reused or pushed
+//! out. `ZARRPIPE_RECYCLE_BYTES=N` sets the limit (`0`: never keep a buffer). A forked child
+//! never touches its parent's pool (a parent thread may have been changing it at the fork).
+
+use std::sync::OnceLock;
+
+use crate::fork::{forked, ProcessLock};
+
+/// Smaller buffers are cheap to allocate (and the allocator may reuse them anyway).
+pub const MIN_BYTES: usize = 32 << 20;
+/// The default limit: at most this much, and at most an eighth of physical memory.
+const DEFAULT_LIMIT: usize = 2 << 30;
+
+static POOL: ProcessLock<Vec<Vec<u8>>> = ProcessLock::new(Vec::new());
+/// The process the pool belongs to (set at its first use).
+static OWNER: OnceLock<u32> = OnceLock::new();
+
+/// The most bytes the pool keeps.
+#[must_use]
+pub fn limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        match std::env::var("ZARRPIPE_RECYCLE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            Some(n) => n,
+            None => DEFAULT_LIMIT.min(physical_memory() / 8),
+        }
+    })
+}
+
+fn physical_memory() -> usize {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let (pages, size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        if pages > 0 && size > 0 {
+            return (pages as usize).saturating_mul(size as usize);
+        }
+    }
+    0
+}
+
+fn usable() -> bool {
+    !forked(*OWNER.get_or_init(std::process::id))
+}
+
+/// Keeps `buf` for a later read of `buf.capacity()` bytes (its contents do not matter), or
+/// frees it when it is small, too large for the pool, or recycling is off.
+pub fn give(mut buf: Vec<u8>) {
+    let size = buf.capacity();
+    let limit = limit();
+    if size < MIN_BYTES || size > limit || !usable() {
+        return;
+    }
+    buf.clear();
+    let pushed_out = POOL.with(|pool| {
+        pool.push(buf);
+        let mut total: usize = pool.iter().map(Vec::capacity).sum();
+        let mut out = Vec::new();
+        while total > limit {
+            let oldest = pool.remove(0);
+            total -= oldest.capacity();
+            out.push(oldest);
+        }
+        out
+    });
+    // Freed outside the lock: unmapping a GiB takes a while.
+    drop(pushed_out);
+}
+
+/// A kept buffer with room for exactly `len` bytes (and length 0), its pages faulted in.
+#[must_use]
+pub fn take(len: usize) -> Option<Vec<u8>> {
+    if len < MIN_BYTES || !usable() {
+        return None;
+    }
+    POOL.with(|pool| {
+        let at = pool.iter().rposition(|b| b.capacity() == len)?;
+        Some(pool.swap_remove(at))
+    })
+}
+
+/// Bytes the pool holds now (for tests and diagnosis).
+#[must_use]
+pub fn held() -> usize {
+    if !usable() {
+        return 0;
+    }
+    POOL.with(|pool| pool.iter().map(Vec::capacity).sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_buffer_serves_the_next_request_of_its_size_only() {
+        if limit() < MIN_BYTES {
+            return; // recycling turned off in this environment
+        }
+        let buf: Vec<u8> = Vec::with_capacity(MIN_BYTES);
+        let at = buf.as_ptr();
+        give(buf);
+        assert!(take(MIN_BYTES + 1).is_none());
+        let again = take(MIN_BYTES).expect("kept");
+        assert_eq!((again.as_ptr(), again.len()), (at, 0));
+        assert!(take(MIN_BYTES).is_none(), "given out once");
+        give(Vec::with_capacity(1 << 10)); // small: freed, not kept
+        assert!(take(1 << 10).is_none());
+    }
+}
