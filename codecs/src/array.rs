@@ -175,13 +175,17 @@ impl Array {
                     reason: format!("chunk shape {chunk:?} is too large to address"),
                 })?;
                 let refused = numpy_type.as_ref().and_then(|t| t.refused.clone());
-                let chain = match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
-                    _ if variable.is_some() => Err(VARIABLE.to_owned()),
-                    _ if refused.is_some() => Err(refused.unwrap_or_default()),
-                    Ok(chain) => Ok(Arc::new(chain)),
-                    Err(ChainError::Unsupported(reason)) => Err(reason),
-                    Err(ChainError::Invalid(reason)) => {
-                        return Err(Error::Metadata { path: node, reason })
+                let chain = if variable.is_some() {
+                    Err(VARIABLE.to_owned())
+                } else if let Some(why) = refused {
+                    Err(why)
+                } else {
+                    match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
+                        Ok(chain) => Ok(Arc::new(chain)),
+                        Err(ChainError::Unsupported(reason)) => Err(reason),
+                        Err(ChainError::Invalid(reason)) => {
+                            return Err(Error::Metadata { path: node, reason })
+                        }
                     }
                 };
                 (chunk, chain)

@@ -324,7 +324,7 @@ impl Array {
         // Nothing of the last batch is read again: the plan below writes all `bytes`.
         scratch.clear();
         if scratch.capacity() < bytes {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::Internal(format!(
                 "scratch buffer of {} bytes for a batch of {bytes}",
                 scratch.capacity()
             )));

@@ -573,18 +573,11 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
         // Numbers and bool: zarrs' own.
         _ => return Ok(None),
     };
-    // A v3 record's fields are stored in the bytes codec's byte order (the `struct` spec);
-    // the engine carries records as opaque bytes, so it swaps no field: in the other order it
-    // would return wrong values, and refuses instead.
-    let record = matches!(ty, Ty::Struct(_));
-    let refused =
-        (record && !v2 && ty.has_multibyte_scalar() && stored_big(meta) == Some(!NATIVE_BIG)).then(
-            || {
-                "records (struct data type) whose bytes codec stores multi-byte fields in \
-             non-native byte order: zarrpipe does not swap record fields"
-                    .to_owned()
-            },
-        );
+    let refused = (!v2 && swaps_record_fields(&ty, meta)).then(|| {
+        "records (struct data type) whose bytes codec stores multi-byte fields in non-native \
+         byte order: zarrpipe does not swap record fields"
+            .to_owned()
+    });
     meta[field] = stand_in;
     meta["fill_value"] = fill_json;
     Ok(Some(NumpyType {
@@ -592,6 +585,15 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
         elem,
         refused,
     }))
+}
+
+/// Whether reading a v3 array of `ty` would need each record field swapped: its fields are
+/// stored in the bytes codec's byte order (the `struct` spec), and the engine carries records
+/// as opaque bytes, so in the other order it would return wrong values.
+fn swaps_record_fields(ty: &Ty, meta: &Value) -> bool {
+    matches!(ty, Ty::Struct(_))
+        && ty.has_multibyte_scalar()
+        && stored_big(meta) == Some(!NATIVE_BIG)
 }
 
 /// Whether the v3 `bytes` codec of `meta` (at the top of the chain or inside sharding) stores

@@ -101,15 +101,6 @@ pub fn take(len: usize) -> Option<Vec<u8>> {
     })
 }
 
-/// Bytes the pool holds now (for tests and diagnosis).
-#[must_use]
-pub fn held() -> usize {
-    if !usable() {
-        return 0;
-    }
-    POOL.with(|pool| pool.iter().map(Vec::capacity).sum())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

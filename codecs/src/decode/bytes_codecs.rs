@@ -252,13 +252,26 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
             return Ok(());
         }
         if sink.expected() <= WHOLE_AT_MOST {
+            let expected = sink.expected();
             let mut whole = Scratch::new();
             whole.clear();
             whole
-                .try_reserve_exact(sink.expected())
-                .map_err(|_| DecodeError::OutOfMemory(sink.expected()))?;
-            let n = dctx.decompress(&mut *whole, src).map_err(zstd_error)?;
-            return Ok(sink.write(&whole[..n])?);
+                .try_reserve_exact(expected)
+                .map_err(|_| DecodeError::OutOfMemory(expected))?;
+            // Exactly the chunk's size, whatever capacity the pooled buffer has: zstd refuses
+            // a frame that decodes to more.
+            let target = RawTarget {
+                ptr: whole.as_mut_ptr(),
+                len: expected,
+            };
+            let mut buf = RawBuf {
+                target: &target,
+                filled: 0,
+            };
+            let n = dctx.decompress(&mut buf, src).map_err(zstd_error)?;
+            // SAFETY: zstd wrote the first `n <= expected` bytes of the reserved capacity.
+            unsafe { whole.set_len(n) };
+            return Ok(sink.write(&whole)?);
         }
         let mut input = InBuffer::around(src);
         let mut piece = Scratch::new();
