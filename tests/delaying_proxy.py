@@ -76,6 +76,13 @@ def _headers(lines: list[bytes]) -> dict[str, str]:
     return out
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    # socketserver listens with a backlog of 5: a client that opens more connections at once
+    # has the rest of its SYNs dropped and retried a second later, a stall no real object
+    # store causes.
+    request_queue_size = 1024
+
+
 class DelayingProxy:
     """`with DelayingProxy("http://127.0.0.1:PORT", latency_ms=20) as endpoint: ...`"""
 
@@ -103,7 +110,7 @@ class DelayingProxy:
             def handle(self) -> None:
                 proxy._serve(self.request)
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", port), Handler)
+        self.server = _Server(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
