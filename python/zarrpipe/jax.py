@@ -14,13 +14,16 @@ from collections.abc import Iterable, Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from zarrpipe._zarrpipe import Tensor
 
 __all__ = ["batches", "to_jax"]
 
 
-def to_jax(batch: Tensor | tuple[Tensor, ...]) -> jax.Array | tuple[jax.Array, ...]:
+def to_jax(
+    batch: Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...],
+) -> jax.Array | np.ndarray | tuple[jax.Array | np.ndarray, ...]:
     """Moves a batch into JAX on the CPU, without a copy where XLA allows it.
 
     Args:
@@ -28,14 +31,21 @@ def to_jax(batch: Tensor | tuple[Tensor, ...]) -> jax.Array | tuple[jax.Array, .
             yields; it is consumed.
 
     Returns:
-        A `jax.Array` on the CPU (a tuple for a tuple).
+        A `jax.Array` on the CPU (a tuple for a tuple); a variable-length array's NumPy
+        batch is passed through as it is.
 
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
     if isinstance(batch, tuple):
-        return tuple(jnp.from_dlpack(t.into_dlpack()) for t in batch)
-    return jnp.from_dlpack(batch.into_dlpack())
+        return tuple(_one(t) for t in batch)
+    return _one(batch)
+
+
+def _one(t: Tensor | np.ndarray) -> jax.Array | np.ndarray:
+    # A variable-length array's batch is a NumPy array of strings or bytes: jax has no
+    # such type, so it stays as it is.
+    return t if isinstance(t, np.ndarray) else jnp.from_dlpack(t.into_dlpack())
 
 
 def batches(

@@ -5,6 +5,8 @@
 once, in parallel on zarrpipe's pool, and every batch is gathered from it into a fresh
 buffer that nobody else holds, so `batch.into_dlpack()` hands it to PyTorch, JAX or NumPy
 writable and without a copy. A reader thread keeps the next `prefetch` batches ready.
+An array of variable-length elements (strings, bytes) gives NumPy arrays instead: their
+windows are read with `Array.read` and batches taken from them with NumPy.
 No framework is imported here: `zarrpipe.torch` and `zarrpipe.jax` wrap the loader.
 """
 
@@ -22,7 +24,38 @@ from zarrpipe._zarrpipe import Array, Tensor, _Rows
 
 __all__ = ["BatchLoader"]
 
-Batch = Tensor | tuple[Tensor, ...]
+Batch = Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...]
+
+
+def _is_variable(array: Array) -> bool:
+    """Strings or bytes of any length: NumPy's StringDType, or objects (zarr v2's `|O`)."""
+    return array.dtype.kind in "OT"
+
+
+class _VariableRows:
+    """A window of a variable-length array, as `_Rows` is for fixed-size ones: the rows
+    `ranges` stacked along `axis`, a NumPy array (NumPy holds each element's own memory,
+    so there is no buffer to decode into or hand over)."""
+
+    def __init__(self, values: np.ndarray, axis: int) -> None:
+        self.values = values
+        self.axis = axis
+
+    @staticmethod
+    def read(
+        array: Array, axis: int, ranges: list[tuple[int, int]], reuse: object = None
+    ) -> _VariableRows:
+        def rows(start: int, stop: int) -> np.ndarray:
+            where = (slice(None),) * axis + (slice(start, stop),)
+            return np.asarray(array.read(where))
+
+        return _VariableRows(np.concatenate([rows(a, b) for a, b in ranges], axis=axis), axis)
+
+    @staticmethod
+    def gather(parts: list[tuple[_VariableRows, list[int]]]) -> np.ndarray:
+        axis = parts[0][0].axis
+        taken = [np.take(r.values, np.asarray(idx, dtype=np.intp), axis=axis) for r, idx in parts]
+        return taken[0] if len(taken) == 1 else np.concatenate(taken, axis=axis)
 
 
 def _count(name: str, value: Any, least: int) -> int:
@@ -40,9 +73,11 @@ class BatchLoader:
 
     Iterating gives one epoch: a `Tensor` per batch (a tuple of Tensors, one per array, when
     `arrays` is a sequence), each freshly allocated and held by nobody else, so
-    `into_dlpack()` always succeeds on it. Each sample of the rank's share appears in
-    exactly one batch. The order depends only on `seed`, the epoch (`set_epoch`) and the
-    first array's chunking, so every rank computes the same epoch and takes its own part.
+    `into_dlpack()` always succeeds on it; an array of variable-length strings or bytes
+    gives a NumPy array (of NumPy's `StringDType`, or of objects) in its place. Each sample
+    of the rank's share appears in exactly one batch. The order depends only on `seed`, the
+    epoch (`set_epoch`) and the first array's chunking, so every rank computes the same
+    epoch and takes its own part.
 
     Memory: besides the batch the caller holds, at most `prefetch` batches read ahead, the
     decoded windows that the batches being cut need (one, or two at a window's edge:
@@ -123,6 +158,7 @@ class BatchLoader:
             sizes = ", ".join(f"{a.path!r}: {a.shape[self._axis]}" for a in seq)
             raise ValueError(f"arrays differ in length along axis {self._axis} ({sizes})")
         self._arrays = seq
+        self._readers = [_VariableRows if _is_variable(a) else _Rows for a in seq]
         self._n = lengths.pop()
         self.batch_size = _count("batch_size", batch_size, 1)
         self.shuffle = bool(shuffle)
@@ -248,10 +284,10 @@ class BatchLoader:
         for i, b in enumerate(batches):
             for w in np.unique(plan.window_of[b]).tolist():
                 last_use[w] = i
-        loaded: dict[int, list[_Rows]] = {}
+        loaded: dict[int, list[Any]] = {}
         # The last window done with: the next window is decoded into its buffers, whose
         # memory is already faulted in (on a virtual machine that costs as much as decoding).
-        spare: list[list[_Rows]] = []
+        spare: list[list[Any]] = []
         for i, b in enumerate(batches):
             windows = plan.window_of[b]
             rows = plan.row_of[b]
@@ -261,8 +297,8 @@ class BatchLoader:
                 if w not in loaded:
                     reuse = spare.pop() if spare else [None] * len(self._arrays)
                     loaded[w] = [
-                        _Rows.read(a, self._axis, plan.windows[w], r)
-                        for a, r in zip(self._arrays, reuse, strict=True)
+                        rows_of.read(a, self._axis, plan.windows[w], r)
+                        for rows_of, a, r in zip(self._readers, self._arrays, reuse, strict=True)
                     ]
                     del reuse
                 parts.append((w, rows[start:stop].tolist()))
@@ -272,16 +308,16 @@ class BatchLoader:
 
     def _cut(
         self,
-        loaded: dict[int, list[_Rows]],
+        loaded: dict[int, list[Any]],
         parts: list[tuple[int, list[int]]],
         done: list[int],
-        spare: list[list[_Rows]],
+        spare: list[list[Any]],
     ) -> Batch:
         """One batch: for each array, the rows `parts` names, gathered into a fresh Tensor;
         then the windows in `done` leave `loaded`, the last of them kept in `spare`."""
         out = tuple(
-            _Rows.gather([(loaded[w][k], rows) for w, rows in parts])
-            for k in range(len(self._arrays))
+            rows_of.gather([(loaded[w][k], rows) for w, rows in parts])
+            for k, rows_of in enumerate(self._readers)
         )
         for w in done:
             spare[:] = [loaded.pop(w)]

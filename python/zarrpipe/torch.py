@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.utils.data
 
@@ -21,7 +22,9 @@ from zarrpipe.loader import BatchLoader
 __all__ = ["ZarrDataset", "to_torch"]
 
 
-def to_torch(batch: Tensor | tuple[Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+def to_torch(
+    batch: Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...],
+) -> torch.Tensor | np.ndarray | tuple[torch.Tensor | np.ndarray, ...]:
     """Moves a batch into torch without a copy.
 
     Args:
@@ -29,14 +32,21 @@ def to_torch(batch: Tensor | tuple[Tensor, ...]) -> torch.Tensor | tuple[torch.T
             yields; it is consumed.
 
     Returns:
-        A writable CPU `torch.Tensor` over the same memory (a tuple for a tuple).
+        A writable CPU `torch.Tensor` over the same memory (a tuple for a tuple); a
+        variable-length array's NumPy batch is passed through as it is.
 
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
     if isinstance(batch, tuple):
-        return tuple(torch.from_dlpack(t.into_dlpack()) for t in batch)
-    return torch.from_dlpack(batch.into_dlpack())
+        return tuple(_one(t) for t in batch)
+    return _one(batch)
+
+
+def _one(t: Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+    # A variable-length array's batch is a NumPy array of strings or bytes: torch has no
+    # such type, so it stays as it is.
+    return t if isinstance(t, np.ndarray) else torch.from_dlpack(t.into_dlpack())
 
 
 class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
