@@ -165,6 +165,27 @@ def test_dataloader_in_process_batches(arrays):
     assert batches == [tuple(i.tolist()) for i in want]
 
 
+def test_string_batches_pass_through_to_torch_and_jax(arrays, tmp_path):
+    """A string array's batches stay NumPy arrays next to the torch (or JAX) tensors of the
+    fixed-size arrays: neither framework has a string type."""
+    torch = pytest.importorskip("torch")
+    from zarrpipe.torch import ZarrDataset
+
+    names = np.array([f"n{i}" for i in range(N)])
+    s = zarrpipe.Store(tmp_path).create_array("s", shape=(N,), dtype=str, chunks=(40,))
+    s[...] = names
+    x, _ = arrays
+    dataset = ZarrDataset([x, s], 50, seed=1)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=0)
+    for (bx, bs), idx in zip(loader, BatchLoader([x, s], 50, seed=1).indices(), strict=True):
+        assert isinstance(bx, torch.Tensor) and isinstance(bs, np.ndarray)
+        np.testing.assert_array_equal(bx.numpy(), np.asarray(x[...])[idx])
+        assert bs.tolist() == names[idx].tolist()
+    jax_mod = pytest.importorskip("zarrpipe.jax")
+    bx, bs = jax_mod.to_jax(next(iter(BatchLoader([x, s], 50, seed=1))))
+    assert isinstance(bs, np.ndarray) and not isinstance(bx, np.ndarray)
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.filterwarnings(FORK_WARNING)
 @pytest.mark.parametrize("method", ["fork", "spawn"])
