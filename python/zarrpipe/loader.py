@@ -158,7 +158,9 @@ class BatchLoader:
             sizes = ", ".join(f"{a.path!r}: {a.shape[self._axis]}" for a in seq)
             raise ValueError(f"arrays differ in length along axis {self._axis} ({sizes})")
         self._arrays = seq
-        self._readers = [_VariableRows if _is_variable(a) else _Rows for a in seq]
+        # Flags, not the classes: a loader pickles (into DataLoader workers), and the class
+        # `_Rows` is not reachable by the name pickle would look it up by.
+        self._variable = [_is_variable(a) for a in seq]
         self._n = lengths.pop()
         self.batch_size = _count("batch_size", batch_size, 1)
         self.shuffle = bool(shuffle)
@@ -240,6 +242,10 @@ class BatchLoader:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _rows_of(self, k: int) -> Any:
+        """How array `k`'s windows are read and its batches cut."""
+        return _VariableRows if self._variable[k] else _Rows
+
     def _epoch_plan(self, epoch: int) -> _order.Epoch:
         return _order.epoch_order(
             self._n,
@@ -297,8 +303,8 @@ class BatchLoader:
                 if w not in loaded:
                     reuse = spare.pop() if spare else [None] * len(self._arrays)
                     loaded[w] = [
-                        rows_of.read(a, self._axis, plan.windows[w], r)
-                        for rows_of, a, r in zip(self._readers, self._arrays, reuse, strict=True)
+                        self._rows_of(k).read(a, self._axis, plan.windows[w], r)
+                        for k, (a, r) in enumerate(zip(self._arrays, reuse, strict=True))
                     ]
                     del reuse
                 parts.append((w, rows[start:stop].tolist()))
@@ -316,8 +322,8 @@ class BatchLoader:
         """One batch: for each array, the rows `parts` names, gathered into a fresh Tensor;
         then the windows in `done` leave `loaded`, the last of them kept in `spare`."""
         out = tuple(
-            rows_of.gather([(loaded[w][k], rows) for w, rows in parts])
-            for k, rows_of in enumerate(self._readers)
+            self._rows_of(k).gather([(loaded[w][k], rows) for w, rows in parts])
+            for k in range(len(self._arrays))
         )
         for w in done:
             spare[:] = [loaded.pop(w)]
