@@ -261,7 +261,7 @@ def block_slices(shape: Sequence[int], blocks: Sequence[int], key: Any) -> tuple
     return tuple(out)
 
 
-def _variable(array: Any) -> bool:
+def is_variable(array: Any) -> bool:
     """Whether `array` holds variable-length strings or bytes (NumPy results, no Tensor)."""
     return array.dtype.kind in "OT"
 
@@ -325,7 +325,7 @@ class OIndex:
 
     def __getitem__(self, key: Any) -> Any:
         pick = orthogonal_pick(self._array.shape, key)
-        if _variable(self._array):
+        if is_variable(self._array):
             return read_pick_from_box(self._array, pick)
         return self._array._read_pick(*pick)
 
@@ -344,7 +344,7 @@ class VIndex:
 
     def __getitem__(self, key: Any) -> Any:
         pick = numpy_pick(self._array.shape, key)
-        if _variable(self._array):
+        if is_variable(self._array):
             return read_pick_from_box(self._array, pick)
         return self._array._read_pick(*pick)
 

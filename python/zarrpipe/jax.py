@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zarrpipe._zarrpipe import Tensor
+from zarrpipe.loader import _move_batch
 
 __all__ = ["batches", "to_jax"]
 
@@ -37,15 +38,7 @@ def to_jax(
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
-    if isinstance(batch, tuple):
-        return tuple(_one(t) for t in batch)
-    return _one(batch)
-
-
-def _one(t: Tensor | np.ndarray) -> jax.Array | np.ndarray:
-    # A variable-length array's batch is a NumPy array of strings or bytes: jax has no
-    # such type, so it stays as it is.
-    return t if isinstance(t, np.ndarray) else jnp.from_dlpack(t.into_dlpack())
+    return _move_batch(batch, jnp.from_dlpack)
 
 
 def batches(

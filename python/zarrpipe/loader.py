@@ -13,13 +13,14 @@ No framework is imported here: `zarrpipe.torch` and `zarrpipe.jax` wrap the load
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from zarrpipe import _order
 from zarrpipe._prefetch import Prefetcher
+from zarrpipe._selection import is_variable
 from zarrpipe._zarrpipe import Array, Tensor, _Rows
 
 __all__ = ["BatchLoader"]
@@ -27,9 +28,15 @@ __all__ = ["BatchLoader"]
 Batch = Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...]
 
 
-def _is_variable(array: Array) -> bool:
-    """Strings or bytes of any length: NumPy's StringDType, or objects (zarr v2's `|O`)."""
-    return array.dtype.kind in "OT"
+def _move_batch(batch: Batch, move: Callable[[Any], Any]) -> Any:
+    """A batch with each Tensor handed to `move` through its writable DLPack door (for
+    example `torch.from_dlpack`); a variable-length array's NumPy batch stays as it is (no
+    framework has a string type). A tuple gives a tuple."""
+
+    def one(t: Tensor | np.ndarray) -> Any:
+        return t if isinstance(t, np.ndarray) else move(t.into_dlpack())
+
+    return tuple(one(t) for t in batch) if isinstance(batch, tuple) else one(batch)
 
 
 class _VariableRows:
@@ -158,9 +165,6 @@ class BatchLoader:
             sizes = ", ".join(f"{a.path!r}: {a.shape[self._axis]}" for a in seq)
             raise ValueError(f"arrays differ in length along axis {self._axis} ({sizes})")
         self._arrays = seq
-        # Flags, not the classes: a loader pickles (into DataLoader workers), and the class
-        # `_Rows` is not reachable by the name pickle would look it up by.
-        self._variable = [_is_variable(a) for a in seq]
         self._n = lengths.pop()
         self.batch_size = _count("batch_size", batch_size, 1)
         self.shuffle = bool(shuffle)
@@ -244,7 +248,7 @@ class BatchLoader:
 
     def _rows_of(self, k: int) -> Any:
         """How array `k`'s windows are read and its batches cut."""
-        return _VariableRows if self._variable[k] else _Rows
+        return _VariableRows if is_variable(self._arrays[k]) else _Rows
 
     def _epoch_plan(self, epoch: int) -> _order.Epoch:
         return _order.epoch_order(

@@ -17,7 +17,7 @@ import torch
 import torch.utils.data
 
 from zarrpipe._zarrpipe import Array, Tensor
-from zarrpipe.loader import BatchLoader
+from zarrpipe.loader import BatchLoader, _move_batch
 
 __all__ = ["ZarrDataset", "to_torch"]
 
@@ -38,15 +38,7 @@ def to_torch(
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
-    if isinstance(batch, tuple):
-        return tuple(_one(t) for t in batch)
-    return _one(batch)
-
-
-def _one(t: Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
-    # A variable-length array's batch is a NumPy array of strings or bytes: torch has no
-    # such type, so it stays as it is.
-    return t if isinstance(t, np.ndarray) else torch.from_dlpack(t.into_dlpack())
+    return _move_batch(batch, torch.from_dlpack)
 
 
 class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
