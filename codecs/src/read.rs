@@ -228,6 +228,7 @@ impl Array {
         cache: Option<&ChunkCache>,
     ) -> Result<Vec<bool>> {
         let chain = self.chain()?;
+        let out = &out.streaming_if_large();
         let target = ChunkTarget {
             threads: crate::pool::codec_threads(plans.len() as u64),
             out,

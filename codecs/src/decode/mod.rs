@@ -7,6 +7,7 @@ pub mod chain;
 pub mod placement;
 pub mod scratch;
 pub mod sharding;
+pub mod stream_store;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
