@@ -18,7 +18,7 @@ use zarrpipe_codecs::write::SrcPtr;
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
 use crate::pipeline::numpy_layout;
-use crate::runtime::run;
+use crate::runtime::{run, run_maybe_here};
 use crate::selection;
 use crate::store::Store;
 use crate::tensor::Tensor;
@@ -489,7 +489,10 @@ impl Array {
                 .collect();
         }
         let cache = self.cache.clone();
-        let chunks = run(py, move || array.read_chunks(&indices, cache.as_deref()))?;
+        let here = array.reads_sequentially(&indices);
+        let chunks = run_maybe_here(py, here, move || {
+            array.read_chunks(&indices, cache.as_deref())
+        })?;
         chunks
             .into_iter()
             .map(|ChunkData { bytes, shape, .. }| {

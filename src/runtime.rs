@@ -10,18 +10,33 @@ use crate::errors::to_pyerr;
 
 /// Runs `f` detached from the interpreter, on the decoding pool.
 pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
-    py.detach(|| {
-        pool::install(|| {
-            catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(ToString::to_string)
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(Error::Internal(what))
-            })
-        })
-        .and_then(|r| r)
+    py.detach(|| pool::install(|| guarded(f)).and_then(|r| r))
+        .map_err(to_pyerr)
+}
+
+/// Like [`run`], but on the calling thread when `here` (work with no parallel loop in it,
+/// see `pool::run_here`).
+pub fn run_maybe_here<T: Send>(
+    py: Python<'_>,
+    here: bool,
+    f: impl FnOnce() -> Result<T> + Send,
+) -> PyResult<T> {
+    if here {
+        py.detach(|| pool::run_here(|| guarded(f)))
+            .map_err(to_pyerr)
+    } else {
+        run(py, f)
+    }
+}
+
+/// `f`'s result, or its panic as an error.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::Internal(what))
     })
-    .map_err(to_pyerr)
 }

@@ -160,8 +160,11 @@ pub unsafe fn populate_keeping(ptr: *mut u8, len: usize) {
     unsafe { populate_with(ptr, len, true) }
 }
 
+/// Smaller buffers are left to fault as they are written (and are not touched on the pool).
+pub const PARALLEL_AT_LEAST: usize = 16 * STEP;
+
 unsafe fn populate_with(ptr: *mut u8, len: usize, keep: bool) {
-    if len < 16 * STEP || !cfg!(target_os = "linux") {
+    if len < PARALLEL_AT_LEAST || !cfg!(target_os = "linux") {
         return;
     }
     let start = (ptr as usize).next_multiple_of(STEP);

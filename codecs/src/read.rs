@@ -409,6 +409,24 @@ impl Array {
         Ok(true)
     }
 
+    /// True when reading the chunks `indices` runs no parallel loop, so it can run on the
+    /// calling thread (`pool::run_here`): one chunk of a local store (an object store's
+    /// reads run on its async runtime), decoded on one thread by zarrpipe's own decoders,
+    /// into an output small enough not to be faulted in on several threads.
+    #[must_use]
+    pub fn reads_sequentially(&self, indices: &[Vec<u64>]) -> bool {
+        let elem = self.info.dtype.size() as u64;
+        let bytes = self
+            .info
+            .chunks
+            .iter()
+            .try_fold(elem, |acc, &d| acc.checked_mul(d));
+        indices.len() == 1
+            && self.store.local_root().is_some()
+            && bytes.is_some_and(|b| b < crate::first_touch::PARALLEL_AT_LEAST as u64)
+            && self.chain().is_ok_and(|c| c.decodes_sequentially())
+    }
+
     /// Reads whole chunks of the `chunks` grid, each into its own buffer, in parallel.
     /// With a cache, hits share the cache's bytes; misses are fresh (the cache keeps its
     /// own copy).

@@ -472,6 +472,10 @@ impl ByteSource for LocalRanged {
         self.len
     }
 
+    fn reads_in_place(&self) -> bool {
+        true
+    }
+
     fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
         let mut buf = crate::buffer::try_with_capacity(len as usize, &self.key)?;
         buf.resize(len as usize, 0);

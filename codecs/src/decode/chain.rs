@@ -328,6 +328,19 @@ impl ChunkChain {
         }
     }
 
+    /// True when a chunk decodes on one thread without rayon: zarrpipe's own decoders all
+    /// the way down (zarrs' codecs may run parallel loops) and no blosc (which threads a
+    /// lone chunk's blocks).
+    #[must_use]
+    pub fn decodes_sequentially(&self) -> bool {
+        !self.bytes_codecs.contains(&BytesCodec::Blosc)
+            && match &self.array_to_bytes {
+                ArrayToBytes::Bytes(_) => true,
+                ArrayToBytes::Sharding(s) => s.inner.decodes_sequentially(),
+                ArrayToBytes::Zarrs(_) => false,
+            }
+    }
+
     /// The sharding codec, when it is the whole chain (so shards can be read by byte range).
     #[must_use]
     pub fn plain_sharding(&self) -> Option<&Sharding> {

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use super::bytes_codecs::{crc32c_strip, DecodeError};
 use super::chain::Sharding;
 use super::placement::{ByteOrder, Placement, RawTarget};
+use super::scratch::Scratch;
 use super::{decode_chunk, ChunkTarget};
 use crate::error::Result;
 
@@ -30,6 +31,11 @@ pub trait ByteSource: Sync {
         // not overlap `bytes`, which we own or borrow from the source.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), target.ptr, n) };
         Ok(())
+    }
+    /// True when [`Self::read_to`] writes straight into its target (a file read), so that
+    /// reading into a reused buffer saves allocating, zeroing and faulting in a new one.
+    fn reads_in_place(&self) -> bool {
+        false
     }
 }
 
@@ -248,14 +254,26 @@ pub fn decode_inner(
             .fill(target.out, target.fill)
             .map_err(|e| DecodeError::from(e).at(&inner_chunk_name(key, &part.coord))),
         Some((offset, nbytes)) => {
-            let bytes = src.read(offset, nbytes)?;
-            decode_chunk(
-                &spec.inner,
-                &bytes,
-                &part.placement,
-                target,
-                &inner_chunk_name(key, &part.coord),
-            )
+            let name = || inner_chunk_name(key, &part.coord);
+            if src.reads_in_place() {
+                let mut encoded = Scratch::new();
+                let len = usize::try_from(nbytes)
+                    .map_err(|_| DecodeError::OutOfMemory(usize::MAX).at(&name()))?;
+                encoded
+                    .try_reserve_exact(len)
+                    .map_err(|_| DecodeError::OutOfMemory(len).at(&name()))?;
+                let into = RawTarget {
+                    ptr: encoded.as_mut_ptr(),
+                    len,
+                };
+                src.read_to(offset, &into)?;
+                // SAFETY: `read_to` wrote all `len` reserved bytes (or returned an error).
+                unsafe { encoded.set_len(len) };
+                decode_chunk(&spec.inner, &encoded, &part.placement, target, &name())
+            } else {
+                let bytes = src.read(offset, nbytes)?;
+                decode_chunk(&spec.inner, &bytes, &part.placement, target, &name())
+            }
         }
     }
 }
