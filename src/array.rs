@@ -268,7 +268,10 @@ impl Array {
         let (bytes, out_shape) = match request {
             Request::Region(region) => {
                 let out_shape = region.out_shape.clone();
-                let bytes = run(py, move || array.read_region(&region, cache.as_deref()))?;
+                let here = array.reads_region_sequentially(&region);
+                let bytes = run_maybe_here(py, here, move || {
+                    array.read_region(&region, cache.as_deref())
+                })?;
                 (bytes, out_shape)
             }
             Request::Pick(pick, shape) => {
@@ -318,7 +321,8 @@ impl Array {
         let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
         let array = self.array.clone();
         let cache = self.cache.clone();
-        run(py, move || {
+        let here = array.reads_region_sequentially(&region);
+        run_maybe_here(py, here, move || {
             array.read_region_into(&region, &out_ptr, &layout, cache.as_deref())
         })?;
         drop(target);

@@ -410,19 +410,35 @@ impl Array {
     }
 
     /// True when reading the chunks `indices` runs no parallel loop, so it can run on the
-    /// calling thread (`pool::run_here`): one chunk of a local store (an object store's
-    /// reads run on its async runtime), decoded on one thread by zarrpipe's own decoders,
-    /// into an output small enough not to be faulted in on several threads.
+    /// calling thread (`pool::run_here`): one chunk, see [`Self::one_chunk_reads_here`].
     #[must_use]
     pub fn reads_sequentially(&self, indices: &[Vec<u64>]) -> bool {
+        indices.len() == 1 && self.one_chunk_reads_here()
+    }
+
+    /// Like [`Self::reads_sequentially`], for a read of `region`: it must lie inside one
+    /// chunk of the `chunks` grid (for a sharded array, one inner chunk of one shard).
+    #[must_use]
+    pub fn reads_region_sequentially(&self, region: &Region) -> bool {
+        let one_chunk = region
+            .ranges
+            .iter()
+            .zip(&self.info.chunks)
+            .all(|(r, &c)| c > 0 && r.start < r.end && r.start / c == (r.end - 1) / c);
+        one_chunk && self.one_chunk_reads_here()
+    }
+
+    /// True when a read of one chunk has no parallel loop in it: a local store (an object
+    /// store's reads run on its async runtime), decoded on one thread by zarrpipe's own
+    /// decoders, into an output small enough not to be faulted in on several threads.
+    fn one_chunk_reads_here(&self) -> bool {
         let elem = self.info.dtype.size() as u64;
         let bytes = self
             .info
             .chunks
             .iter()
             .try_fold(elem, |acc, &d| acc.checked_mul(d));
-        indices.len() == 1
-            && self.store.local_root().is_some()
+        self.store.local_root().is_some()
             && bytes.is_some_and(|b| b < crate::first_touch::PARALLEL_AT_LEAST as u64)
             && self.chain().is_ok_and(|c| c.decodes_sequentially())
     }
