@@ -293,3 +293,68 @@ fn inner_chunks_that_do_not_divide_the_shard_are_invalid_metadata() {
     store.put("a/c/0/0", &[]);
     assert!(matches!(store.open("a"), Err(Error::Metadata { .. })));
 }
+
+/// Chunks of 2 MiB read into a wider array: each is scattered, so zarrpipe decodes it from
+/// the file piece by piece (1 MiB of input at a time). Truncated, garbage, empty and
+/// wrong-sized chunks are errors naming the chunk; two frames back to back, or one whose
+/// compressed bytes span several pieces, decode to their values.
+#[test]
+fn large_zstd_chunks_decoded_from_the_file_in_pieces() {
+    let store_with = |chunk: &[u8]| {
+        let store = TestStore::new();
+        store.array_v3(
+            "a",
+            &[1024, 2048],
+            &[1024, 1024],
+            "uint16",
+            "0",
+            &codecs(&[BYTES_LE, ZSTD]),
+        );
+        store.put("a/c/0/0", chunk);
+        store
+    };
+    let read = |store: &TestStore| read_u16(&store.open("a")?, &[]);
+    // Incompressible values: the frame is over 2 MiB, so its input spans three pieces.
+    let mut x = 0x9E37_79B9u32;
+    let values: Vec<u16> = (0..1024 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u16
+        })
+        .collect();
+    let raw = u16_le(values.iter().copied());
+    let frame = zstd(&raw);
+    assert!(frame.len() > 2 << 20);
+    let want_row = |r: usize, got: &[u16]| {
+        assert_eq!(
+            &got[r * 2048..r * 2048 + 1024],
+            &values[r * 1024..(r + 1) * 1024]
+        );
+        assert!(got[r * 2048 + 1024..(r + 1) * 2048].iter().all(|&v| v == 0));
+    };
+    let got = read(&store_with(&frame)).unwrap();
+    for r in [0, 1, 511, 1023] {
+        want_row(r, &got);
+    }
+    let mut two = zstd(&raw[..raw.len() / 2]);
+    two.extend_from_slice(&zstd(&raw[raw.len() / 2..]));
+    let got = read(&store_with(&two)).unwrap();
+    for r in [0, 511, 512, 1023] {
+        want_row(r, &got);
+    }
+    let short = zstd(&raw[..raw.len() - 2]);
+    let mut trailing = frame.clone();
+    trailing.extend_from_slice(b"trailing garbage");
+    for bad in [
+        &frame[..frame.len() / 2],
+        &frame[..(1 << 20) + 7],
+        &[][..],
+        b"definitely not zstd",
+        &short,
+        &trailing,
+    ] {
+        assert_corrupt(read(&store_with(bad)), "a/c/0/0");
+    }
+}

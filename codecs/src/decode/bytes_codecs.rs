@@ -237,7 +237,7 @@ unsafe impl WriteBuf for RawBuf<'_> {
 /// decodes each block into its window and copies it out again. Measured on the benchmark's
 /// zstd arrays (2 threads, 1 GiB read-all): 64³ uint16 inner chunks (512 KiB) 4 % faster
 /// whole, 256³ chunks (32 MiB, out of cache) 10 % slower whole than streamed.
-const WHOLE_AT_MOST: usize = 1 << 20;
+pub const WHOLE_AT_MOST: usize = 1 << 20;
 
 fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
     with_dctx(sink.expected(), |dctx| {
@@ -284,6 +284,69 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
             }
         }
     })
+}
+
+/// Bytes of a stored zstd chunk read from its file at a time by [`zstd_stream_read`].
+const INPUT_PIECE: usize = 1 << 20;
+
+/// Decompresses `len` bytes of zstd frames that `fill(offset, buf)` reads from a file piece
+/// by piece into `sink`: the file's bytes pass through a buffer that stays in cache, where
+/// reading the whole chunk first writes it all to memory and zstd then reads it back.
+/// A storage error from `fill` is returned as it is; a decoding error names `key`.
+pub fn zstd_stream_read(
+    len: usize,
+    mut fill: impl FnMut(u64, &mut [u8]) -> crate::error::Result<()>,
+    sink: &mut Scatter<'_>,
+    key: &str,
+) -> crate::error::Result<()> {
+    let mut input = Scratch::new();
+    input.resize(INPUT_PIECE.min(len).max(1), 0);
+    let mut piece = Scratch::new();
+    piece.resize(PIECE, 0);
+    let mut storage = None;
+    let decoded = with_dctx(sink.expected(), |dctx| {
+        let (mut read, mut avail, mut pos) = (0usize, 0usize, 0usize);
+        // Bytes of `piece` filled: it goes to the sink only whole (or at the end), since a
+        // call may stop mid-element when the input piece ends.
+        let mut filled = 0usize;
+        loop {
+            if pos == avail && read < len {
+                let n = INPUT_PIECE.min(len - read);
+                if let Err(e) = fill(read as u64, &mut input[..n]) {
+                    storage = Some(e);
+                    return Ok(());
+                }
+                (read, avail, pos) = (read + n, n, 0);
+            }
+            let mut src = InBuffer::around(&input[..avail]);
+            src.set_pos(pos);
+            let mut out = OutBuffer::around(&mut piece[filled..]);
+            let hint = dctx
+                .decompress_stream(&mut out, &mut src)
+                .map_err(zstd_error)?;
+            let produced = out.pos();
+            let progressed = src.pos() != pos || produced > 0;
+            pos = src.pos();
+            filled += produced;
+            let all_read = read == len && pos == avail;
+            let done = hint == 0 && all_read;
+            if filled == piece.len() || done {
+                sink.write(&piece[..filled])?;
+                filled = 0;
+            }
+            if done {
+                return Ok(());
+            }
+            if !progressed && (all_read || pos < avail) {
+                return Err(DecodeError::Corrupt("zstd: truncated frame".into()));
+            }
+        }
+    });
+    match (storage, decoded) {
+        (Some(e), _) => Err(e),
+        (None, Err(e)) => Err(e.at(key)),
+        (None, Ok(())) => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------- gzip / zlib

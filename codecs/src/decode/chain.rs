@@ -341,6 +341,16 @@ impl ChunkChain {
             }
     }
 
+    /// The byte order of a chain that is `bytes` (with any `transpose`) and `zstd` alone:
+    /// its chunks can be decoded from a file piece by piece.
+    #[must_use]
+    pub fn zstd_only_order(&self) -> Option<ByteOrder> {
+        match (&self.array_to_bytes, self.bytes_codecs.as_slice()) {
+            (ArrayToBytes::Bytes(order), [BytesCodec::Zstd]) => Some(*order),
+            _ => None,
+        }
+    }
+
     /// The sharding codec, when it is the whole chain (so shards can be read by byte range).
     #[must_use]
     pub fn plain_sharding(&self) -> Option<&Sharding> {
