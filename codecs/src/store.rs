@@ -318,9 +318,7 @@ impl Store {
     /// Reads the whole value at `key`; `None` if it does not exist. Values larger than
     /// `limit` are refused as corrupt without being read.
     pub fn read(&self, key: &str, limit: u64) -> Result<Option<Encoded>> {
-        let too_big = |len: u64| {
-            Error::corrupt(key, format!("stored value is {len} bytes, more than the {limit} bytes any encoding of it can take"))
-        };
+        let too_big = |len: u64| value_too_large(key, len, limit);
         match &self.backend {
             Backend::Local(root) => {
                 let Some(file) = open_file(&root.join(key.trim_start_matches('/')), key)? else {
@@ -668,4 +666,15 @@ mod tests {
             assert!(node_path(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// The error for a stored value larger than any encoding of what it should hold: it is
+/// refused before it is read.
+pub(crate) fn value_too_large(key: &str, len: u64, limit: u64) -> Error {
+    Error::corrupt(
+        key,
+        format!(
+            "stored value is {len} bytes, more than the {limit} bytes any encoding of it can take"
+        ),
+    )
 }

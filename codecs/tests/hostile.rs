@@ -315,15 +315,7 @@ fn large_zstd_chunks_decoded_from_the_file_in_pieces() {
     };
     let read = |store: &TestStore| read_u16(&store.open("a")?, &[]);
     // Incompressible values: the frame is over 2 MiB, so its input spans three pieces.
-    let mut x = 0x9E37_79B9u32;
-    let values: Vec<u16> = (0..1024 * 1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u16
-        })
-        .collect();
+    let values = incompressible_u16(1024 * 1024);
     let raw = u16_le(values.iter().copied());
     let frame = zstd(&raw);
     assert!(frame.len() > 2 << 20);

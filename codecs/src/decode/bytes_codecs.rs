@@ -10,6 +10,7 @@ use std::io::Read;
 
 use zstd::zstd_safe::{self, DCtx, InBuffer, OutBuffer, ResetDirective, WriteBuf};
 
+use super::arriving::{Arrived, Arriving};
 use super::chain::BytesCodec;
 use super::placement::{RawTarget, Scatter, SinkError};
 use super::scratch::Scratch;
@@ -347,6 +348,49 @@ pub fn zstd_stream_read(
         (None, Err(e)) => Err(e.at(key)),
         (None, Ok(())) => Ok(()),
     }
+}
+
+/// Decompresses zstd frames into `target` (the whole chunk, contiguous) as their bytes
+/// arrive from a reader on another thread, each piece decoded as soon as it lands. zstd
+/// writes straight into `target` (its stable output mode), as in one-shot decoding.
+/// Returns the bytes written, or `None` if the reader failed (its error is the read's).
+pub fn zstd_decode_arriving(
+    input: &Arriving<'_>,
+    target: &RawTarget,
+) -> Result<Option<usize>, DecodeError> {
+    with_dctx(target.len, |dctx| {
+        dctx.set_parameter(zstd_safe::DParameter::StableOutBuffer(true))
+            .map_err(zstd_error)?;
+        let mut out = RawBuf { target, filled: 0 };
+        let mut pos = 0usize;
+        loop {
+            let (bytes, complete) = match input.wait_past(pos) {
+                Arrived::Failed => return Ok(None),
+                Arrived::Prefix { bytes, complete } => (bytes, complete),
+            };
+            let mut src = InBuffer::around(bytes);
+            src.set_pos(pos);
+            let written = out.filled;
+            let mut dst = OutBuffer::around_pos(&mut out, written);
+            let hint = dctx
+                .decompress_stream(&mut dst, &mut src)
+                .map_err(zstd_error)?;
+            let progressed = src.pos() != pos || dst.pos() != written;
+            pos = src.pos();
+            if hint == 0 && complete && pos == bytes.len() {
+                return Ok(Some(out.filled));
+            }
+            if !progressed && pos < bytes.len() {
+                return Err(SinkError::TooLong {
+                    expected: target.len,
+                }
+                .into());
+            }
+            if !progressed && complete {
+                return Err(DecodeError::Corrupt("zstd: truncated frame".into()));
+            }
+        }
+    })
 }
 
 // ---------------------------------------------------------------- gzip / zlib

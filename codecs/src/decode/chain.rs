@@ -13,7 +13,8 @@ use serde_json::Value;
 use zarrs::array::{CodecChain, DataType, FillValue};
 use zarrs::metadata::v3::MetadataV3;
 
-use super::placement::ByteOrder;
+use super::placement::{ByteOrder, Placement, Scatter};
+use super::ChunkTarget;
 use crate::dtype::ElementType;
 
 /// A bytes-to-bytes codec.
@@ -349,6 +350,24 @@ impl ChunkChain {
             (ArrayToBytes::Bytes(order), [BytesCodec::Zstd]) => Some(*order),
             _ => None,
         }
+    }
+
+    /// A sink placing this chain's decoded byte stream (elements in `order`, axes in the
+    /// chain's transpose order) into `target`.
+    #[must_use]
+    pub fn scatter<'o>(
+        &self,
+        target: &ChunkTarget<'o>,
+        placement: &Placement,
+        order: ByteOrder,
+    ) -> Scatter<'o> {
+        Scatter::new(
+            target.out,
+            placement,
+            target.elem,
+            order,
+            self.transpose.as_deref(),
+        )
     }
 
     /// The sharding codec, when it is the whole chain (so shards can be read by byte range).

@@ -2,6 +2,7 @@
 //! encoded bytes straight into the output buffer with bounded memory, and every size,
 //! offset and checksum in the data is checked before it is trusted.
 
+pub mod arriving;
 pub mod bytes_codecs;
 pub mod chain;
 pub mod placement;
@@ -60,13 +61,7 @@ pub fn decode_chunk(
 ) -> Result<()> {
     match &chain.array_to_bytes {
         ArrayToBytes::Bytes(order) => {
-            let mut sink = Scatter::new(
-                target.out,
-                placement,
-                target.elem,
-                *order,
-                chain.transpose.as_deref(),
-            );
+            let mut sink = chain.scatter(target, placement, *order);
             decode_stream(&chain.bytes_codecs, encoded, &mut sink, target.threads)
                 .map_err(|e| e.at(key))?;
             sink.finish().map_err(|e| DecodeError::from(e).at(key))

@@ -132,3 +132,16 @@ pub fn pattern_chunk(ci: u64, cj: u64, chunk: [u64; 2], big_endian: bool) -> Vec
     }
     out
 }
+
+/// `n` incompressible values (xorshift32), so a zstd frame of them is as large as they are.
+pub fn incompressible_u16(n: usize) -> Vec<u16> {
+    let mut x = 0x9E37_79B9u32;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u16
+        })
+        .collect()
+}

@@ -1,0 +1,106 @@
+"""A large zstd chunk read by itself: zarrpipe reads its file on one pool thread while the
+other decodes what has arrived (`read_zstd_overlapped` in codecs/src/read.rs). Values must
+equal zarr-python's for every way to read one chunk, for v2 and v3, either byte order, and a
+damaged chunk must be an error that names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+import zarrpipe
+from zarr.codecs import BytesCodec, ZstdCodec
+
+# Float32 chunks of 1 x 1024 x 1536: 6 MiB, over the 4 MiB where the read overlaps.
+SHAPE = (3, 1024, 1536)
+CHUNKS = (1, 1024, 1536)
+
+
+def values() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    smooth = np.cumsum(rng.normal(size=SHAPE).astype(np.float32), axis=2)
+    return smooth.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def source() -> np.ndarray:
+    return values()
+
+
+@pytest.fixture(scope="module", params=["v3-little", "v3-big", "v2"])
+def stored(request, tmp_path_factory, source) -> str:
+    root = tmp_path_factory.mktemp("large-chunks")
+    if request.param == "v2":
+        import numcodecs
+
+        a = zarr.create_array(
+            str(root),
+            shape=SHAPE,
+            chunks=CHUNKS,
+            dtype="float32",
+            compressors=numcodecs.Zstd(level=1),
+            zarr_format=2,
+            fill_value=0,
+        )
+    else:
+        endian = "little" if request.param == "v3-little" else "big"
+        a = zarr.create_array(
+            str(root),
+            shape=SHAPE,
+            chunks=CHUNKS,
+            dtype="float32",
+            serializer=BytesCodec(endian=endian),
+            compressors=ZstdCodec(level=1),
+            fill_value=0,
+        )
+    a[...] = source
+    return str(root)
+
+
+def test_read_chunk_equals_zarr_python(stored, source):
+    arr = zarrpipe.Store(stored).open_array("")
+    for z in range(SHAPE[0]):
+        out = np.from_dlpack(arr.read_chunk((z, 0, 0)).into_dlpack())
+        np.testing.assert_array_equal(out, source[z : z + 1])
+
+
+def test_read_of_one_chunk_region_equals_zarr_python(stored, source):
+    store = zarrpipe.Store(stored)
+    out = np.from_dlpack(store.read("", (slice(1, 2),)).into_dlpack())
+    np.testing.assert_array_equal(out, source[1:2])
+    part = (slice(2, 3), slice(5, 900), slice(3, 1500))
+    out = np.from_dlpack(store.read("", part).into_dlpack())
+    np.testing.assert_array_equal(out, source[part])
+
+
+def test_read_into_a_reused_buffer_equals_zarr_python(stored, source):
+    arr = zarrpipe.Store(stored).open_array("")
+    out = np.full((1, 1024, 1536), np.nan, dtype=np.float32)
+    for z in range(SHAPE[0]):
+        arr.read_into((slice(z, z + 1),), out)
+        np.testing.assert_array_equal(out, source[z : z + 1])
+
+
+def test_a_damaged_large_chunk_is_an_error_naming_it(tmp_path, source):
+    a = zarr.create_array(
+        str(tmp_path),
+        shape=SHAPE,
+        chunks=CHUNKS,
+        dtype="float32",
+        compressors=ZstdCodec(level=1),
+        fill_value=0,
+    )
+    a[...] = source
+    chunk = Path(tmp_path, "c", "1", "0", "0")
+    stored = chunk.read_bytes()
+    arr = zarrpipe.Store(str(tmp_path)).open_array("")
+    for damaged in (stored[: len(stored) // 2], stored[:-1], stored + b"junk", b""):
+        chunk.write_bytes(damaged)
+        with pytest.raises(Exception, match="c/1/0/0"):
+            arr.read_chunk((1, 0, 0))
+    # The other chunks still read, and the repaired one too.
+    chunk.write_bytes(stored)
+    out = np.from_dlpack(arr.read_chunk((1, 0, 0)).into_dlpack())
+    np.testing.assert_array_equal(out, source[1:2])
