@@ -6,11 +6,18 @@ use crate::error::{Error, Result};
 /// An empty `Vec` with room for exactly `len` bytes, or `OutOfMemory`.
 pub fn try_with_capacity(len: usize, what: &str) -> Result<Vec<u8>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        bytes: len as u128,
-        what: what.to_owned(),
-    })?;
+    try_room_for(&mut v, len, what)?;
     Ok(v)
+}
+
+/// Makes room in `v` for `len` bytes in all (a pooled buffer may have it already), or
+/// `OutOfMemory` saying `what` needed them.
+pub fn try_room_for(v: &mut Vec<u8>, len: usize, what: &str) -> Result<()> {
+    v.try_reserve_exact(len.saturating_sub(v.len()))
+        .map_err(|_| Error::OutOfMemory {
+            bytes: len as u128,
+            what: what.to_owned(),
+        })
 }
 
 /// Like [`try_with_capacity`], for an output buffer about to be filled once (every byte is

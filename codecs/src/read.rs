@@ -11,7 +11,7 @@ use bytes::Bytes;
 use rayon::prelude::*;
 
 use crate::array::Array;
-use crate::buffer::{checked_nbytes, try_output_buffer, try_with_capacity};
+use crate::buffer::{checked_nbytes, try_output_buffer, try_room_for, try_with_capacity};
 use crate::cache::{inner_key, ChunkCache};
 use crate::decode::arriving::Arriving;
 use crate::decode::bytes_codecs::{
@@ -639,10 +639,7 @@ fn read_zstd_overlapped(
     let len = len as usize;
     let mut buf = Scratch::new();
     buf.clear();
-    buf.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        bytes: len as u128,
-        what: format!("reading {key:?}"),
-    })?;
+    try_room_for(&mut buf, len, &format!("reading {key:?}"))?;
     let arriving = Arriving::new(&mut buf.spare_capacity_mut()[..len]);
     let mut sink = chain.scatter(target, placement, order);
     let decode = |sink: &mut Scatter<'_>| -> Result<()> {

@@ -16,6 +16,7 @@ use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{ReadableListableStorage, StoreKey};
 
+use crate::buffer::try_room_for;
 use crate::decode::placement::RawTarget;
 use crate::decode::scratch::Scratch;
 use crate::decode::sharding::ByteSource;
@@ -329,11 +330,7 @@ impl Store {
                     return Err(too_big(len));
                 }
                 let mut buf = Scratch::new();
-                buf.try_reserve(len as usize)
-                    .map_err(|_| Error::OutOfMemory {
-                        bytes: u128::from(len),
-                        what: format!("reading {key:?}"),
-                    })?;
+                try_room_for(&mut buf, len as usize, &format!("reading {key:?}"))?;
                 file.take(limit + 1)
                     .read_to_end(&mut buf)
                     .map_err(|e| Error::storage(key, e))?;
@@ -653,6 +650,17 @@ pub fn node_path(path: &str) -> Result<String> {
     Ok(format!("/{trimmed}"))
 }
 
+/// The error for a stored value larger than any encoding of what it should hold: it is
+/// refused before it is read.
+pub(crate) fn value_too_large(key: &str, len: u64, limit: u64) -> Error {
+    Error::corrupt(
+        key,
+        format!(
+            "stored value is {len} bytes, more than the {limit} bytes any encoding of it can take"
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,15 +674,4 @@ mod tests {
             assert!(node_path(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// The error for a stored value larger than any encoding of what it should hold: it is
-/// refused before it is read.
-pub(crate) fn value_too_large(key: &str, len: u64, limit: u64) -> Error {
-    Error::corrupt(
-        key,
-        format!(
-            "stored value is {len} bytes, more than the {limit} bytes any encoding of it can take"
-        ),
-    )
 }
