@@ -5,7 +5,7 @@ use pyo3::types::PyDict;
 
 /// What faulting in fresh output buffers has cost this process, per page size: 2 MiB steps,
 /// slow steps (memory the host had to fault in) and seconds, as
-/// `{"base": {...}, "huge": {...}}`.
+/// `{"base": {...}, "huge": {...}, "switches": n}` (changes from one page size to the other).
 #[pyfunction]
 pub fn _first_touch_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let s = zarrpipe_codecs::first_touch::stats();
@@ -17,5 +17,6 @@ pub fn _first_touch_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         d.set_item("seconds", s.nanos[i] as f64 / 1e9)?;
         out.set_item(name, d)?;
     }
+    out.set_item("switches", s.switches)?;
     Ok(out)
 }

@@ -10,8 +10,9 @@
 //! which are never reported. Which kind is backed depends on what ran before: after a long
 //! idle spell huge pages cost 1.2 s per GiB and base pages 0.16 s; right after a process that
 //! used huge pages exited, huge pages cost 0.06 s and base pages can cost 1-2 s. So each
-//! step is timed, and a slow step switches the rest of the buffer to the other page size
-//! unless that one was slower still. `MADV_POPULATE_WRITE` faults a whole step in one call,
+//! step is timed, and when the page size in use has been slow lately (a moving average over
+//! its steps, and at least a few steps since the last change) the rest of the buffer takes
+//! the other page size, unless that one was slower still. `MADV_POPULATE_WRITE` faults a whole step in one call,
 //! about 30 % cheaper than touching each page.
 //!
 //! `ZARRPIPE_HUGE_PAGES=0` always uses base pages, `=1` always huge pages; unset (or `auto`)
@@ -50,28 +51,37 @@ fn policy() -> Policy {
     })
 }
 
-/// The page size of the next step (0 = base pages, 1 = huge pages) and what each cost when
-/// last tried.
+/// The page size of the next step (0 = base pages, 1 = huge pages) and what each has cost
+/// lately.
 struct PageChooser {
     mode: AtomicU8,
-    /// Nanoseconds the last step of each page size took (0 = not measured yet).
-    last_nanos: [AtomicU64; 2],
+    /// A moving average of the nanoseconds each page size's steps took (0 = no figure).
+    avg_nanos: [AtomicU64; 2],
     /// The step count when each page size was last measured.
     last_step: [AtomicU64; 2],
     steps: AtomicU64,
+    /// The step count at the last switch.
+    switched_at: AtomicU64,
 }
 
-/// A page size not tried for this many steps is tried again after a slow step: which kind
-/// of memory the host has backed changes as other processes allocate and free.
+/// A page size not tried for this many steps is tried again when the current one is slow:
+/// which kind of memory the host has backed changes as other processes allocate and free.
 const STALE_STEPS: u64 = 32;
+/// Steps taken after a switch before the next one. Both page sizes meet a slow step now
+/// and then; switching on each made the threads change the mapping's advice over and over
+/// (each `madvise` takes the mapping's lock for writing and splits it), and a read after
+/// other processes freed memory was slower than with either page size pinned (1 GiB
+/// uncompressed, fresh processes: 0.31-0.62 s against 0.29-0.31 s with base pages).
+const MIN_DWELL_STEPS: u64 = 8;
 
 impl PageChooser {
     const fn new() -> Self {
         Self {
             mode: AtomicU8::new(1),
-            last_nanos: [AtomicU64::new(0), AtomicU64::new(0)],
+            avg_nanos: [AtomicU64::new(0), AtomicU64::new(0)],
             last_step: [AtomicU64::new(0), AtomicU64::new(0)],
             steps: AtomicU64::new(0),
+            switched_at: AtomicU64::new(0),
         }
     }
 
@@ -79,22 +89,41 @@ impl PageChooser {
         self.mode.load(Ordering::Relaxed)
     }
 
-    /// Records a step's cost. A slow step switches page size, unless the other one was at
-    /// best half as slow when last tried, recently.
+    /// Records a step's cost. When the page size in use has been slow lately (a moving
+    /// average, so one slow step does not decide), and it has been used a while since the
+    /// last switch, the other one is taken, unless it was at best half as slow when last
+    /// tried, recently.
     fn record(&self, mode: u8, nanos: u64) {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
         let (m, o) = (mode as usize, 1 - mode as usize);
-        self.last_nanos[m].store(nanos, Ordering::Relaxed);
+        // Two threads may update at once and lose a sample: an estimate is all this needs.
+        let old = self.avg_nanos[m].load(Ordering::Relaxed);
+        let avg = if old == 0 {
+            nanos
+        } else {
+            old - old / 4 + nanos / 4
+        };
+        self.avg_nanos[m].store(avg.max(1), Ordering::Relaxed);
         self.last_step[m].store(step, Ordering::Relaxed);
-        if nanos <= SLOW_NANOS {
+        let other = self.avg_nanos[o].load(Ordering::Relaxed);
+        let dwelling = step - self.switched_at.load(Ordering::Relaxed).min(step) < MIN_DWELL_STEPS;
+        // An untried page size is tried at once: the first steps of a process are the probe.
+        if avg <= SLOW_NANOS || (dwelling && other != 0) {
             return;
         }
-        let other = self.last_nanos[o].load(Ordering::Relaxed);
         let stale = step - self.last_step[o].load(Ordering::Relaxed).min(step) > STALE_STEPS;
-        if other == 0 || other < nanos / 2 || stale {
-            let _ =
-                self.mode
-                    .compare_exchange(mode, 1 - mode, Ordering::Relaxed, Ordering::Relaxed);
+        if (other == 0 || other < avg / 2 || stale)
+            && self
+                .mode
+                .compare_exchange(mode, 1 - mode, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.switched_at.store(step, Ordering::Relaxed);
+            SWITCHES.fetch_add(1, Ordering::Relaxed);
+            if stale {
+                // What it cost then says little about now: measure afresh.
+                self.avg_nanos[o].store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -111,11 +140,14 @@ pub struct FirstTouchStats {
     pub slow_steps: [u64; 2],
     /// Time spent faulting, in nanoseconds (summed over threads).
     pub nanos: [u64; 2],
+    /// Changes from one page size to the other.
+    pub switches: u64,
 }
 
 static STEPS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static SLOW_STEPS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static NANOS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
 
 /// Counters of every first touch so far in this process (for benchmarks and diagnosis).
 #[must_use]
@@ -125,6 +157,7 @@ pub fn stats() -> FirstTouchStats {
         steps: load(&STEPS),
         slow_steps: load(&SLOW_STEPS),
         nanos: load(&NANOS),
+        switches: SWITCHES.load(Ordering::Relaxed),
     }
 }
 
@@ -270,28 +303,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slow_step_switches_page_size_unless_the_other_was_slower() {
+    fn the_page_size_changes_when_it_stays_slow_and_the_other_was_cheaper() {
         let c = PageChooser::new();
         c.record(1, 200_000);
-        assert_eq!(c.mode(), 1, "fast huge pages stay");
         c.record(1, 4_500_000);
-        assert_eq!(c.mode(), 0, "untried base pages are tried");
-        c.record(0, 5_000_000);
+        assert_eq!(c.mode(), 1, "one slow step among fast ones does not decide");
+        c.record(1, 4_500_000);
         assert_eq!(
             c.mode(),
             0,
-            "huge pages were not at least twice as fast: stay"
+            "slow lately: untried base pages are tried at once"
         );
-        c.record(1, 300_000);
-        c.record(0, 5_000_000);
-        assert_eq!(c.mode(), 1, "back to the cheaper one");
-        c.record(1, 5_000_000);
-        assert_eq!(c.mode(), 1, "base pages were as slow just now: stay");
-        for _ in 0..STALE_STEPS {
-            c.record(1, 300_000);
+        for _ in 0..MIN_DWELL_STEPS - 1 {
+            c.record(0, 5_000_000);
         }
-        c.record(1, 6_000_000);
+        assert_eq!(c.mode(), 0, "no switching back before the dwell is over");
+        c.record(0, 5_000_000);
+        assert_eq!(
+            c.mode(),
+            1,
+            "huge pages were under half the cost: back to them"
+        );
+        for _ in 0..MIN_DWELL_STEPS {
+            c.record(1, 3_000_000);
+        }
+        assert_eq!(
+            c.mode(),
+            1,
+            "base pages were not half as slow when just tried: stay"
+        );
+        for _ in 0..STALE_STEPS {
+            c.record(1, 3_000_000);
+        }
         assert_eq!(c.mode(), 0, "base pages not tried for a while: try again");
+        assert_eq!(
+            c.avg_nanos[0].load(Ordering::Relaxed),
+            0,
+            "a stale figure is dropped, so the retry is judged on what it costs now"
+        );
+        for _ in 0..2 * MIN_DWELL_STEPS {
+            c.record(0, 400_000);
+        }
+        assert_eq!(c.mode(), 0, "cheap steps never switch");
     }
 
     #[test]

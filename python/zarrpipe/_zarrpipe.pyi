@@ -875,6 +875,7 @@ def get_num_threads() -> int:
         The size of the pool.
     """
 
-def _first_touch_stats() -> dict[str, dict[str, float]]:
+def _first_touch_stats() -> dict[str, Any]:
     """What faulting in fresh output buffers has cost this process, per page size ("base",
-    "huge"): 2 MiB steps, slow steps (memory the host had to fault in) and seconds."""
+    "huge": dicts of 2 MiB steps, slow steps (memory the host had to fault in) and seconds),
+    and "switches", how often the page size changed."""
