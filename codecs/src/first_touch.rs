@@ -12,8 +12,8 @@
 //! used huge pages exited, huge pages cost 0.06 s and base pages can cost 1-2 s. So each
 //! step is timed, and when the page size in use has been slow lately (a moving average over
 //! its steps, and at least a few steps since the last change) the rest of the buffer takes
-//! the other page size, unless that one was slower still. `MADV_POPULATE_WRITE` faults a whole step in one call,
-//! about 30 % cheaper than touching each page.
+//! the other page size, unless that one was slower still. `MADV_POPULATE_WRITE` faults a
+//! whole step in one call, about 30 % cheaper than touching each page.
 //!
 //! `ZARRPIPE_HUGE_PAGES=0` always uses base pages, `=1` always huge pages; unset (or `auto`)
 //! chooses as above.
@@ -68,10 +68,10 @@ struct PageChooser {
 /// which kind of memory the host has backed changes as other processes allocate and free.
 const STALE_STEPS: u64 = 32;
 /// Steps taken after a switch before the next one. Both page sizes meet a slow step now
-/// and then; switching on each made the threads change the mapping's advice over and over
-/// (each `madvise` takes the mapping's lock for writing and splits it), and a read after
-/// other processes freed memory was slower than with either page size pinned (1 GiB
-/// uncompressed, fresh processes: 0.31-0.62 s against 0.29-0.31 s with base pages).
+/// and then, and switching on each one made the reads that mixed page sizes the slow ones
+/// (perhaps because each `madvise` takes the mapping's lock for writing). Measured with
+/// interleaved fresh-process reads of 1 GiB uncompressed, 22 per variant (BENCHMARKS.md):
+/// median 0.282 s and 90th percentile 0.417 s with this rule, 0.316 s and 0.491 s before.
 const MIN_DWELL_STEPS: u64 = 8;
 
 impl PageChooser {
