@@ -469,9 +469,11 @@ impl Drop for Tensor {
 
 /// Keeps a uniquely held read output for the next read of its size (see `recycle`).
 pub fn recycle_owned(owned: bytes::BytesMut) {
-    // Exactly sized, as the read allocated it (anything else is not a read's output).
-    if owned.len() >= recycle::MIN_BYTES && owned.capacity() == owned.len() {
-        recycle::give(Vec::from(owned));
+    if owned.len() >= recycle::MIN_BYTES {
+        // The whole allocation, as the read made it (anything else is not a read's output).
+        if let Some(whole) = buffer::allocation_of(owned) {
+            recycle::give(whole);
+        }
     }
 }
 

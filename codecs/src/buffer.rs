@@ -1,6 +1,10 @@
 //! Allocation of the buffers zarrpipe hands out: fallible (a too-large read is a
 //! `MemoryError`, not an abort) and never zero-filled when every byte will be written anyway.
 
+use std::mem::MaybeUninit;
+
+use bytes::{Bytes, BytesMut};
+
 use crate::error::{Error, Result};
 
 /// An empty `Vec` with room for exactly `len` bytes, or `OutOfMemory`.
@@ -35,6 +39,74 @@ pub fn try_output_buffer(len: usize, what: &str) -> Result<Vec<u8>> {
     Ok(v)
 }
 
+/// Where every fresh read's output starts: a multiple of this many bytes. XLA's CPU client
+/// (JAX) adopts a DLPack buffer without a copy only at this alignment (it copies any other),
+/// and it is a cache line, where streaming stores and SIMD loads like to start. The
+/// allocator alone gives 16 (and large blocks start 16 bytes into a page).
+pub const OUTPUT_ALIGN: usize = 64;
+
+/// A fresh read's output: `len` bytes starting at a multiple of [`OUTPUT_ALIGN`] inside
+/// an allocation from [`try_output_buffer`], to be written once and handed out as `Bytes`
+/// that nobody else holds.
+pub struct AlignedOutput {
+    /// The allocation; its first `skip` bytes (zeros, under [`OUTPUT_ALIGN`]) are not data.
+    buf: Vec<u8>,
+    skip: usize,
+    len: usize,
+}
+
+impl AlignedOutput {
+    /// Room for `len` bytes (see [`try_output_buffer`]), or `OutOfMemory` naming `what`.
+    /// Call it on the pool.
+    pub fn new(len: usize, what: &str) -> Result<Self> {
+        let total = len
+            .checked_add(OUTPUT_ALIGN - 1)
+            .ok_or_else(|| Error::OutOfMemory {
+                bytes: len as u128,
+                what: what.to_owned(),
+            })?;
+        let mut buf = try_output_buffer(total, what)?;
+        let skip = buf.as_ptr().align_offset(OUTPUT_ALIGN);
+        // Initialised, so that the `Vec` never claims bytes nobody wrote.
+        buf.resize(skip, 0);
+        Ok(Self { buf, skip, len })
+    }
+
+    /// The start of the `len` bytes to write (a multiple of [`OUTPUT_ALIGN`]).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.uninit_mut().as_mut_ptr().cast()
+    }
+
+    /// The `len` bytes to write, not initialised yet.
+    pub fn uninit_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        &mut self.buf.spare_capacity_mut()[..self.len]
+    }
+
+    /// The data as `Bytes` that nobody else holds: `Bytes::try_into_mut` takes it without a
+    /// copy, and [`allocation_of`] gives its allocation back for reuse.
+    ///
+    /// # Safety
+    /// All `len` bytes from [`Self::as_mut_ptr`] must have been written.
+    pub unsafe fn into_bytes(mut self) -> Bytes {
+        // SAFETY: the first `skip` bytes were zeroed in `new`, the next `len` the caller
+        // wrote, and `skip + len` is within the capacity `len + OUTPUT_ALIGN - 1`.
+        unsafe { self.buf.set_len(self.skip + self.len) };
+        Bytes::from(self.buf).slice(self.skip..self.skip + self.len)
+    }
+}
+
+/// The whole allocation of a read's output taken back from its last holder (its contents
+/// dropped), for [`crate::recycle`]; `None` if `owned` is not a read's output (whose
+/// allocation is its length plus less than [`OUTPUT_ALIGN`] bytes of slack).
+#[must_use]
+pub fn allocation_of(mut owned: BytesMut) -> Option<Vec<u8>> {
+    let len = owned.len();
+    // Emptied first, so taking the allocation copies nothing to its front.
+    owned.clear();
+    let v = Vec::from(owned);
+    (v.capacity() >= len && v.capacity() - len < OUTPUT_ALIGN).then_some(v)
+}
+
 /// A fresh copy of `data`.
 pub fn try_copy(data: &[u8], what: &str) -> Result<Vec<u8>> {
     let mut v = try_with_capacity(data.len(), what)?;
@@ -65,9 +137,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn outputs_start_aligned_and_come_back_whole_for_reuse() {
+        for len in [1, 63, 64, 1000, 40 << 20] {
+            let mut out = AlignedOutput::new(len, "test").unwrap();
+            let at = out.as_mut_ptr();
+            assert_eq!(at as usize % OUTPUT_ALIGN, 0, "len {len}");
+            // SAFETY: `len` bytes from `at` are the output's to write.
+            unsafe { std::ptr::write_bytes(at, 7, len) };
+            // SAFETY: all `len` bytes were written just above.
+            let bytes = unsafe { out.into_bytes() };
+            assert_eq!(bytes.as_ptr(), at.cast_const());
+            assert_eq!(bytes.len(), len);
+            assert!(bytes.iter().all(|&b| b == 7));
+            let owned = bytes
+                .try_into_mut()
+                .expect("nobody else holds a fresh output");
+            assert_eq!(owned.as_ptr(), at.cast_const(), "taken without a copy");
+            let whole = allocation_of(owned).expect("a read's output");
+            assert_eq!(
+                whole.capacity(),
+                len + OUTPUT_ALIGN - 1,
+                "the whole allocation"
+            );
+            assert!(whole.is_empty());
+        }
+        assert!(
+            allocation_of(BytesMut::from(&[0u8; 300][..]).split_off(100)).is_none(),
+            "a slice of a larger buffer is not a read's output"
+        );
+    }
+
+    #[test]
     fn huge_requests_are_errors_not_aborts() {
         assert!(matches!(
             try_with_capacity(usize::MAX / 2, "test"),
+            Err(Error::OutOfMemory { .. })
+        ));
+        assert!(matches!(
+            AlignedOutput::new(usize::MAX - 10, "test"),
             Err(Error::OutOfMemory { .. })
         ));
         assert!(matches!(

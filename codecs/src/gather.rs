@@ -13,7 +13,7 @@ use bytes::Bytes;
 use rayon::prelude::*;
 
 use crate::array::Array;
-use crate::buffer::{checked_nbytes, try_output_buffer};
+use crate::buffer::{checked_nbytes, try_output_buffer, AlignedOutput};
 use crate::cache::ChunkCache;
 use crate::decode::placement::{c_strides, OutPtr, Placement};
 use crate::error::{Error, Result};
@@ -166,18 +166,17 @@ impl Array {
         if nbytes == 0 {
             return Ok(Bytes::new());
         }
-        let mut buf = try_output_buffer(
+        let mut buf = AlignedOutput::new(
             nbytes,
             &format!("reading {nbytes} bytes of {}", self.info.path),
         )?;
-        // SAFETY: `buf` has capacity `nbytes` and outlives `out`; `gather` checks that the
+        // SAFETY: `buf` has room for `nbytes` and outlives `out`; `gather` checks that the
         // chunks' output positions partition the output before any write.
         let out = unsafe { OutPtr::new(buf.as_mut_ptr(), nbytes) };
         self.gather(pick, &out, cache)?;
         // SAFETY: `gather` returned Ok, so every output element was written (the checked
         // partition covers all of them, and every chunk was gathered).
-        unsafe { buf.set_len(nbytes) };
-        Ok(Bytes::from(buf))
+        Ok(unsafe { buf.into_bytes() })
     }
 
     /// Reads `pick` into the caller's C-order buffer `out` of `pick.out_shape()`.

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use rayon::prelude::*;
 
 use crate::array::Array;
-use crate::buffer::{checked_nbytes, try_output_buffer, try_room_for, try_with_capacity};
+use crate::buffer::{checked_nbytes, try_room_for, try_with_capacity, AlignedOutput};
 use crate::cache::{inner_key, ChunkCache};
 use crate::decode::arriving::Arriving;
 use crate::decode::bytes_codecs::{
@@ -154,21 +154,20 @@ impl Array {
             return Ok(Bytes::new());
         }
         // The output first: a region too large for memory fails before it is planned.
-        let mut buf = try_output_buffer(
+        let mut buf = AlignedOutput::new(
             nbytes,
             &format!("reading {} bytes of {}", nbytes, self.info.path),
         )?;
         let layout = OutLayout::c_order(&extent, elem);
         let plans = self.plan(region, &layout)?;
         check(&plans, &layout, true)?;
-        // SAFETY: `buf` has capacity `nbytes` and outlives `out`; the checked plan gives
+        // SAFETY: `buf` has room for `nbytes` and outlives `out`; the checked plan gives
         // every chunk a disjoint part of it.
         let out = unsafe { OutPtr::new(buf.as_mut_ptr(), nbytes) };
         self.read_plan(&plans, &out, Source::Store, cache)?;
         // SAFETY: the checked plan covers every element of the region, and every chunk was
         // decoded or filled (or an error returned above).
-        unsafe { buf.set_len(nbytes) };
-        Ok(Bytes::from(buf))
+        Ok(unsafe { buf.into_bytes() })
     }
 
     /// Reads `region` into the caller's memory `out`, laid out as `layout` over the

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use rayon::prelude::*;
 
 use crate::array::Array;
-use crate::buffer::{checked_nbytes, try_output_buffer};
+use crate::buffer::{checked_nbytes, try_output_buffer, AlignedOutput};
 use crate::cache::ChunkCache;
 use crate::decode::placement::OutPtr;
 use crate::error::{Error, Result};
@@ -105,14 +105,10 @@ impl Array {
     }
 }
 
-/// Where a batch's data starts: XLA's CPU client (JAX) adopts a DLPack buffer without a copy
-/// only at this alignment, and torch and NumPy are content with it.
-pub const BATCH_ALIGN: usize = 64;
-
 /// Copies the chosen rows of `sources` (all of the same shape but along `axis`, C order,
 /// `elem`-byte elements), in order, into a fresh C-order buffer that starts at a multiple
-/// of [`BATCH_ALIGN`] and that nobody else holds; returns it and its shape. Rows are copied
-/// in parallel on the current rayon pool.
+/// of [`crate::buffer::OUTPUT_ALIGN`] (where JAX adopts it) and that nobody else holds;
+/// returns it and its shape. Rows are copied in parallel on the current rayon pool.
 pub fn gather_rows(
     sources: &[RowSource<'_>],
     axis: usize,
@@ -166,13 +162,11 @@ pub fn gather_rows(
     if nbytes == 0 {
         return Ok((Bytes::new(), out_shape));
     }
-    let mut buf = try_output_buffer(nbytes + BATCH_ALIGN - 1, "a batch of rows")?;
-    let skip = buf.as_ptr().align_offset(BATCH_ALIGN);
-    buf.resize(skip, 0);
+    let mut buf = AlignedOutput::new(nbytes, "a batch of rows")?;
     let per_outer = picks.len();
     // Enough rows per task that a task copies at least ~64 KiB.
     let min_len = (65_536 / row.max(1)).max(1);
-    buf.spare_capacity_mut()[..nbytes]
+    buf.uninit_mut()
         .par_chunks_mut(row)
         .with_min_len(min_len)
         .enumerate()
@@ -182,18 +176,15 @@ pub fn gather_rows(
             let src = &sources[s];
             let from = ((o * src.shape[axis] + r) as usize) * row;
             let src = &src.bytes[from..from + row];
-            // SAFETY: `dst` is `row` bytes of `buf`'s spare capacity, this task's alone, and
-            // `src` is `row` initialised bytes of another buffer.
+            // SAFETY: `dst` is `row` bytes of `buf`'s output, this task's alone, and `src`
+            // is `row` initialised bytes of another buffer.
             unsafe {
                 std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), row);
             }
         });
-    // SAFETY: the loop above wrote each of the `nbytes` bytes after the first `skip` (the
-    // output rows tile them exactly: `per_outer` rows of `row` bytes per outer index).
-    unsafe { buf.set_len(skip + nbytes) };
-    // A slice of a uniquely held buffer is uniquely held again once `buf`'s own handle is
-    // dropped, so `Bytes::try_into_mut` (the writable DLPack door) takes it without a copy.
-    Ok((Bytes::from(buf).slice(skip..skip + nbytes), out_shape))
+    // SAFETY: the loop above wrote each of the `nbytes` bytes (the output rows tile them
+    // exactly: `per_outer` rows of `row` bytes per outer index).
+    Ok((unsafe { buf.into_bytes() }, out_shape))
 }
 
 #[cfg(test)]
@@ -309,7 +300,7 @@ mod tests {
         let (out, shape) = gather_rows(&sources, 0, 2).unwrap();
         assert_eq!(shape, vec![3, 3]);
         assert_eq!(u16s(&out), vec![3, 4, 5, 16, 17, 18, 10, 11, 12]);
-        assert_eq!(out.as_ptr() as usize % BATCH_ALIGN, 0);
+        assert_eq!(out.as_ptr() as usize % crate::buffer::OUTPUT_ALIGN, 0);
         let mut owned = out.try_into_mut().expect("uniquely held");
         owned[0] = 1; // writable, in place
                       // Along axis 1 of a 2 x 3: columns 2 and 0.
