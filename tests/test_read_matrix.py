@@ -737,6 +737,40 @@ def test_every_chunk_matches_zarr_blocks(tmp_path):
         assert_tensor(t, np.asarray(z.blocks[index]), f"chunk {index}")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", ["index-end", "index-start-crc32c"])
+def test_each_shard_read_by_itself(tmp_path, layout, threads):
+    """Whole shards read one call each: with several threads a lone shard file is read inner
+    chunk by inner chunk in parallel, with one it is read whole; both match zarr-python,
+    missing inner chunks and a missing shard included."""
+    index_codecs = [BytesCodec(), Crc32cCodec()] if "crc32c" in layout else [BytesCodec()]
+    write_array(
+        tmp_path,
+        sample_values("uint16", (24, 20), seed=12),
+        chunks=(12, 10),
+        serializer=ShardingCodec(
+            chunk_shape=(3, 5),
+            codecs=[BytesCodec(), ZstdCodec(level=1)],
+            index_codecs=index_codecs,
+            index_location="start" if "start" in layout else "end",
+        ),
+        compressors=None,
+        write_grid=(3, 5),
+        skip_first=(12, 10),
+        missing="partial",
+        keep=lambda idx: (idx[0] * 3 + idx[1]) % 5 != 0,
+        fill_value=7,
+    )
+    _, expected = reference(tmp_path)
+    assert (expected[:12, :10] == 7).all()  # shard (0, 0) was never written
+    with num_threads(threads):
+        arr = zarrpipe.Store(str(tmp_path)).open_array("")
+        assert tuple(arr.shards) == (12, 10)
+        for index in np.ndindex(2, 2):
+            sel = chunk_slices(expected.shape, (12, 10), index)
+            assert_tensor(arr[sel], expected[sel], f"shard {index}, {threads} threads")
+
+
 # ---------------------------------------------------------------------------------------------
 # Thread counts
 
