@@ -3,10 +3,9 @@
 `to_jax` moves a batch in with `jax.numpy.from_dlpack(t.into_dlpack())`. JAX keeps the memory
 without a copy when XLA accepts the buffer as it is: XLA's CPU client copies a buffer that
 does not start at a 64-byte boundary, and zarrpipe's batches and fresh reads all do (see
-the training guide for what was measured). JAX arrays
-are immutable, so nothing is gained by writing: the point of the moving door here is that
-the batch's memory belongs to the JAX array alone and is freed with it. Importing this
-module imports JAX.
+the training guide for what was measured). JAX arrays are immutable, so nothing is gained
+by writing: the point of the moving door here is that the batch's memory belongs to the JAX
+array alone and is freed with it. Importing this module imports JAX.
 """
 
 from __future__ import annotations
