@@ -10,13 +10,17 @@ Every read opens the array (metadata included) and reads all of it; every result
 with the source. The readers take turns, round by round, after one untimed round. Requests are
 counted by the proxy, the same way for every reader (zarrpipe's own count is shown beside).
 moto is a Python server on this machine, so without the proxy absolute throughput is moto's;
-with it, the latency and the bandwidth cap dominate, as on a real network.
+with it, the latency and the bandwidth cap dominate, as on a real network. moto and the proxy
+share the machine's cores with the reader, so every read also reports the CPU seconds it took
+in the reader's process and in the servers' (Linux), and the CPU floor: both together divided
+by the core count, the least time the read could take with every core busy.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -54,6 +58,26 @@ def write_dataset(root: Path, mib: int) -> np.ndarray:
         )  # fmt: skip
         a[:] = data
     return data
+
+
+def servers_cpu_s() -> float | None:
+    """CPU seconds used so far by this process's children (moto and the proxy, with their
+    threads), from /proc; None where there is no /proc."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    me, total = os.getpid(), 0
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is fields[0]
+        if int(fields[1]) == me:  # ppid
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / tick
 
 
 def obstore_store(endpoint: str):
@@ -108,15 +132,21 @@ def readers(endpoint: str) -> dict[str, Read]:
 
 
 def measure(read: Read, data: np.ndarray, stats: Callable[[], dict] | None) -> dict:
-    """One timed read: seconds, requests through the proxy, the reader's own count."""
+    """One timed read: seconds, CPU seconds (the reader's process, the servers), requests
+    through the proxy, the reader's own count."""
     before = stats() if stats else None
+    servers0, cpu0 = servers_cpu_s(), time.process_time()
     t0 = time.perf_counter()
     out, own, note = read()
     seconds = time.perf_counter() - t0
+    cpu, servers1 = time.process_time() - cpu0, servers_cpu_s()
     after = stats() if stats else None
     if not np.array_equal(out, data):
         raise AssertionError("wrong values")
-    got = {"seconds": seconds, "own_requests": own, "note": note}
+    got = {"seconds": seconds, "cpu_s": cpu, "own_requests": own, "note": note}
+    if servers0 is not None and servers1 is not None:
+        got["servers_cpu_s"] = servers1 - servers0
+        got["cpu_floor_s"] = (cpu + got["servers_cpu_s"]) / (os.cpu_count() or 1)
     if before and after:
         got["requests"] = after["requests"] - before["requests"]
         got["mib"] = (after["body_bytes"] - before["body_bytes"]) / 2**20
@@ -142,6 +172,7 @@ def rounds(todo: dict[str, Read], data, stats, repeats: int, warmup: int) -> dic
 
 def table(results: dict[str, dict], nbytes: int) -> list[str]:
     head = (f"{'reader':26s} {'min s':>7s} {'median s':>8s} {'max s':>7s} {'MB/s':>6s} "
+            f"{'CPU s':>6s} {'servers':>7s} {'floor s':>7s} "
             f"{'requests':>8s} {'own count':>9s} {'MiB sent':>8s}  notes")  # fmt: skip
     lines = [head, "-" * len(head)]
     for name, res in results.items():
@@ -151,13 +182,18 @@ def table(results: dict[str, dict], nbytes: int) -> list[str]:
         s = [r["seconds"] for r in res["runs"]]
         res.update(min_s=min(s), median_s=statistics.median(s), max_s=max(s))
         res["mb_s"] = nbytes / 1e6 / res["median_s"]
+        for key in ("cpu_s", "servers_cpu_s", "cpu_floor_s"):
+            got = [r[key] for r in res["runs"] if key in r]
+            res[f"median_{key}"] = statistics.median(got) if got else None
+        cpu = [_secs(res[f"median_{k}"]) for k in ("cpu_s", "servers_cpu_s", "cpu_floor_s")]
         last = res["runs"][-1]
         req = "/".join(sorted({str(r.get("requests", "-")) for r in res["runs"]}))
         own = "-" if last["own_requests"] is None else str(last["own_requests"])
         mib = f"{last['mib']:.1f}" if "mib" in last else "-"
         lines.append(
             f"{name:26s} {res['min_s']:7.2f} {res['median_s']:8.2f} {res['max_s']:7.2f} "
-            f"{res['mb_s']:6.0f} {req:>8s} {own:>9s} {mib:>8s}  {last['note']}"
+            f"{res['mb_s']:6.0f} {cpu[0]:>6s} {cpu[1]:>7s} {cpu[2]:>7s} "
+            f"{req:>8s} {own:>9s} {mib:>8s}  {last['note']}"
         )
     ok = {n: r for n, r in results.items() if "median_s" in r}
     zp = ok.get("zarrpipe (Store)")
@@ -166,7 +202,16 @@ def table(results: dict[str, dict], nbytes: int) -> list[str]:
         who = min(others, key=lambda n: others[n]["median_s"])
         ratio = others[who]["median_s"] / zp["median_s"]
         lines.append(f"zarrpipe (Store) / fastest other reader by median: {ratio:.2f}x (vs {who})")
+        if zp.get("median_cpu_floor_s") is not None:
+            lines.append(
+                f"2x the fastest other reader would be {others[who]['median_s'] / 2:.2f} s; "
+                f"zarrpipe's reads had a CPU floor of {zp['median_cpu_floor_s']:.2f} s (median)"
+            )
     return lines
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def main() -> int:
@@ -212,7 +257,9 @@ def main() -> int:
         print("\n".join(table(results, data.nbytes)))
         print(
             "requests: counted by the proxy for each timed read (metadata included); own "
-            "count: zarrpipe's Store.request_counts() (chunk data only under zarr-python)"
+            "count: zarrpipe's Store.request_counts() (chunk data only under zarr-python)\n"
+            "CPU s: the reader's process (all its threads); servers: moto and the proxy; "
+            f"floor s: both together / {os.cpu_count()} cores (medians over the timed reads)"
         )
     if args.json:
         meta = {k: getattr(args, k) for k in ("mib", "repeats", "warmup", "latency_ms",
