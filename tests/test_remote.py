@@ -140,6 +140,21 @@ def test_s3_partial_shard_reads_fetch_only_what_they_need(s3, local_store):
     assert store.request_counts()["gets"] - before["gets"] <= 1 + 3
 
 
+def test_s3_opening_an_array_asks_for_no_sizes(s3, local_store):
+    """Metadata is fetched whole, one GET per document: no HEAD for its size first, which
+    would cost every open a second round trip."""
+    store = s3_store(s3)
+    store.open_array("plain")
+    counts = store.request_counts()
+    assert (counts["gets"], counts["heads"]) == (1, 0)
+    # v2: zarr.json is looked for first (missing), then .zarray and .zattrs.
+    store = s3_store(s3)
+    arr = store.open_array("v2")
+    counts = store.request_counts()
+    assert counts["heads"] == 0 and counts["gets"] <= 3
+    np.testing.assert_array_equal(np.asarray(arr[...]), expected(local_store, "v2"))
+
+
 def test_s3_credentials_from_the_environment(s3, local_store, monkeypatch):
     for key, value in {
         "AWS_ENDPOINT": s3,

@@ -16,8 +16,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
-    ListableStorageTraits, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey,
-    StoreKeys, StoreKeysPrefixes, StorePrefix, StorePrefixes,
+    ListableStorageTraits, MaybeBytes, MaybeBytesIterator, ReadableStorageTraits, StorageError,
+    StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, StorePrefixes,
 };
 
 use crate::error::{Error, Result};
@@ -404,15 +404,38 @@ fn to_storage_error(e: Error) -> StorageError {
     StorageError::Other(e.to_string())
 }
 
+impl RemoteStorage {
+    /// The whole value at `key` in one request (zarrs' default `get` would ask for its size
+    /// first: a second round trip for every metadata document it opens).
+    fn get_whole(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        let remote = self.0.clone();
+        let key = key.as_str().to_owned();
+        remote
+            .clone()
+            .block_on(async move { remote.get(&key).await })
+            .map_err(to_storage_error)
+    }
+}
+
 impl ReadableStorageTraits for RemoteStorage {
+    fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        self.get_whole(key)
+    }
+
     fn get_partial_many<'a>(
         &'a self,
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
+        let ranges: Vec<ByteRange> = byte_ranges.collect();
+        if let [ByteRange::FromStart(0, None)] = ranges[..] {
+            return Ok(match self.get_whole(key)? {
+                Some(bytes) => Some(Box::new(std::iter::once(Ok(bytes)))),
+                None => None,
+            });
+        }
         let remote = self.0.clone();
         let key = key.as_str().to_owned();
-        let ranges: Vec<ByteRange> = byte_ranges.collect();
         let result = remote.clone().block_on(async move {
             let Some(size) = remote.size(&key).await? else {
                 return Ok(None);
