@@ -79,6 +79,7 @@ class Faults:
         self.fail_next = 0  # answer the next N requests with 500
         self.fail_status = 500
         self.drop_next = 0  # send half a body, then close, for the next N GETs with a body
+        self.drop_from = 0  # bodies of at least this many bytes only (0: any)
         self.delay = 0.0  # seconds to sleep before answering
         self.requests = 0
 
@@ -162,7 +163,7 @@ def _handler(root: Path, faults: Faults) -> type[SimpleHTTPRequestHandler]:
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
             self.end_headers()
-            if body and faults.take("drop_next"):
+            if len(body) >= max(1, faults.drop_from) and faults.take("drop_next"):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 self.close_connection = True

@@ -318,6 +318,85 @@ def test_bad_urls_and_options_are_value_errors():
         zarrpipe.Store("s3://bucket/x", timeout=0)
 
 
+# ------------------------------------------------------------ large shards, in ranges
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def large_shards(tmp_path_factory):
+    """Arrays with one 40 MiB shard (uint16 noise, no compressor: as large stored), and a
+    copy whose shard file is longer than any encoding of it."""
+    root = tmp_path_factory.mktemp("large") / "data.zarr"
+    data = np.random.default_rng(5).integers(0, 2**16, size=(160, 512, 256), dtype=np.uint16)
+    with quiet_zarr_writes():
+        for name in ("big", "padded"):
+            a = zarr.create_array(
+                root / name, shape=data.shape, chunks=(32, 128, 128), shards=data.shape,
+                dtype="uint16", compressors=None,
+            )  # fmt: skip
+            a[:] = data
+    shard = root / "padded" / "c" / "0" / "0" / "0"
+    with open(shard, "r+b") as f:  # 8 MiB of zeros before the index: past the size limit
+        body = f.read()
+        index = body[-(a.nchunks * 16 + 4) :]
+        f.seek(0)
+        f.write(body[: -len(index)] + bytes(8 * MIB) + index)
+    return root, data
+
+
+@pytest.mark.timeout(120)
+def test_a_large_shard_read_whole_is_fetched_as_parallel_ranges(large_shards):
+    root, data = large_shards
+    stored = (root / "big" / "c" / "0" / "0" / "0").stat().st_size
+    with http_server(root.parent) as (url, _):
+        url = f"{url}/data.zarr"
+        store = zarrpipe.Store(url, options={"allow_http": "true"})
+        arr = store.open_array("big")
+        before = store.request_counts()
+        np.testing.assert_array_equal(np.asarray(arr.read()), data)
+        after = store.request_counts()
+        # The index, then the inner chunks (uncompressed: data.nbytes in all) in ranges of
+        # at most 8 MiB.
+        assert after["gets"] - before["gets"] == 1 + -(-data.nbytes // (8 * MIB))
+        assert after["bytes"] - before["bytes"] < stored + 64 * 1024
+        # Most of the shard, but not all of it: ranges of at most 8 MiB too.
+        before = store.request_counts()
+        np.testing.assert_array_equal(np.asarray(arr[:150, 1:]), data[:150, 1:])
+        assert store.request_counts()["gets"] - before["gets"] >= 1 + 4
+        # One request slot: the shard is one request, as with small shards.
+        one = zarrpipe.Store(url, options={"allow_http": "true"}, concurrency=1)
+        arr = one.open_array("big")
+        before = one.request_counts()
+        np.testing.assert_array_equal(np.asarray(arr.read()), data)
+        assert one.request_counts()["gets"] - before["gets"] == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("concurrency", [1, 32], ids=["one-request", "ranges"])
+def test_a_shard_longer_than_any_encoding_is_refused_either_way(large_shards, concurrency):
+    root, _ = large_shards
+    with http_server(root.parent) as (url, _):
+        store = zarrpipe.Store(
+            f"{url}/data.zarr", options={"allow_http": "true"}, concurrency=concurrency
+        )
+        with pytest.raises(zarrpipe.DecodeError, match="more than any encoding"):
+            store.read("padded")
+
+
+@pytest.mark.timeout(120)
+def test_a_range_cut_short_fails_the_read_and_never_decodes(large_shards):
+    root, data = large_shards
+    with http_server(root.parent) as (url, faults):
+        store = zarrpipe.Store(f"{url}/data.zarr", options={"allow_http": "true"}, retries=0)
+        arr = store.open_array("big")
+        faults.drop_from, faults.drop_next = MIB, 1  # the index comes whole, a range is cut
+        with pytest.raises(OSError):
+            arr.read()
+        assert faults.drop_next == 0
+        np.testing.assert_array_equal(np.asarray(arr.read()), data)
+
+
 def test_file_urls_open_local_stores(local_store):
     store = zarrpipe.Store("file://" + os.fspath(local_store))
     np.testing.assert_array_equal(np.asarray(store.read("v2")), expected(local_store, "v2"))

@@ -26,18 +26,46 @@ use crate::fork::ProcessLock;
 /// Ranges of one value closer than this are fetched in one request (object_store's default).
 const COALESCE_GAP: u64 = 1 << 20;
 
-/// `ranges` merged where they overlap or lie closer than `gap`, sorted by start.
-fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+/// A merged range stops growing at this size: a longer span is fetched as several requests
+/// at once, since object stores serve each request at a capped rate (AWS suggests ranges of
+/// 8-16 MB for throughput). One range asked for is never split.
+pub const MAX_REQUEST: u64 = 8 << 20;
+
+/// `ranges` merged where they overlap or lie closer than `gap`, sorted by start; a range
+/// joins the previous merged one only if that stays within `max_len` bytes (or overlaps it).
+fn coalesce(ranges: &[Range<u64>], gap: u64, max_len: u64) -> Vec<Range<u64>> {
     let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.end > r.start).cloned().collect();
     sorted.sort_by_key(|r| r.start);
     let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
     for r in sorted {
         match out.last_mut() {
-            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
+            Some(last)
+                if r.start < last.end
+                    || (r.start <= last.end.saturating_add(gap)
+                        && r.end.max(last.end) - last.start <= max_len) =>
+            {
+                last.end = last.end.max(r.end);
+            }
             _ => out.push(r),
         }
     }
     out
+}
+
+/// The requests of one read in flight at once: each holds a permit while it runs, so that
+/// splitting shards into ranges never multiplies the read's `concurrency`.
+pub struct InFlight(tokio::sync::Semaphore);
+
+impl InFlight {
+    #[must_use]
+    pub fn new(concurrency: usize) -> Self {
+        Self(tokio::sync::Semaphore::new(concurrency.max(1)))
+    }
+
+    /// Waits for a free request slot. The semaphore is never closed.
+    pub async fn slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.0.acquire().await.ok()
+    }
 }
 
 /// How a remote store behaves on a slow or failing network.
@@ -279,19 +307,27 @@ impl Remote {
     }
 
     /// The bytes of `ranges` of the value at `key`, in order; `None` if it does not exist.
-    /// Ranges closer than `COALESCE_GAP` are fetched in one request (the requests counted are
-    /// the ones made), and the requests of one call run concurrently.
-    pub async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Option<Vec<Bytes>>> {
-        let merged = coalesce(ranges, COALESCE_GAP);
+    /// Ranges closer than `COALESCE_GAP` are fetched in one request while it stays within
+    /// `MAX_REQUEST` (the requests counted are the ones made), and the requests of one call
+    /// run concurrently, as many at once as `limit` allows (all of them without one).
+    pub async fn get_ranges(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        limit: Option<&InFlight>,
+    ) -> Result<Option<Vec<Bytes>>> {
+        let merged = coalesce(ranges, COALESCE_GAP, MAX_REQUEST);
         self.counts
             .gets
             .fetch_add(merged.len() as u64, Ordering::Relaxed);
         let path = self.path(key);
-        let fetched = futures::future::try_join_all(
-            merged
-                .iter()
-                .map(|r| self.store.get_range(&path, r.clone())),
-        )
+        let fetched = futures::future::try_join_all(merged.iter().map(|r| async {
+            let _slot = match limit {
+                Some(l) => l.slot().await,
+                None => None,
+            };
+            self.store.get_range(&path, r.clone()).await
+        }))
         .await;
         let parts = match fetched {
             Ok(parts) => parts,
@@ -456,7 +492,7 @@ impl ReadableStorageTraits for RemoteStorage {
                 }
                 concrete.push(start..end);
             }
-            remote.get_ranges(&key, &concrete).await
+            remote.get_ranges(&key, &concrete, None).await
         });
         match result {
             Ok(None) => Ok(None),
@@ -533,9 +569,36 @@ mod tests {
     #[test]
     fn ranges_closer_than_the_gap_merge() {
         let ranges = [30..40, 0..10, 10..20, 45..50, 200..210, 205..208, 7..7];
-        assert_eq!(coalesce(&ranges, 0), vec![0..20, 30..40, 45..50, 200..210]);
-        assert_eq!(coalesce(&ranges, 5), vec![0..20, 30..50, 200..210]);
-        assert_eq!(coalesce(&ranges, 1000), vec![0..210]);
-        assert!(coalesce(&[], 10).is_empty());
+        let any = u64::MAX;
+        assert_eq!(
+            coalesce(&ranges, 0, any),
+            vec![0..20, 30..40, 45..50, 200..210]
+        );
+        assert_eq!(coalesce(&ranges, 5, any), vec![0..20, 30..50, 200..210]);
+        assert_eq!(coalesce(&ranges, 1000, any), vec![0..210]);
+        assert!(coalesce(&[], 10, any).is_empty());
+    }
+
+    #[test]
+    fn merged_ranges_stop_growing_at_the_request_size() {
+        // Adjacent 10-byte ranges: merged up to 30 bytes, never split themselves.
+        let ranges: Vec<_> = (0..10u64).map(|i| i * 10..i * 10 + 10).collect();
+        assert_eq!(
+            coalesce(&ranges, 0, 30),
+            vec![0..30, 30..60, 60..90, 90..100]
+        );
+        assert_eq!(
+            coalesce(&ranges, 0, 25),
+            vec![0..20, 20..40, 40..60, 60..80, 80..100]
+        );
+        // One range longer than the limit stays whole; overlapping ranges always merge.
+        assert_eq!(coalesce(&[0..100, 100..110], 0, 30), vec![0..100, 100..110]);
+        assert_eq!(coalesce(&[0..100, 50..120], 0, 30), vec![0..120]);
+        // Every byte asked for is covered exactly by the merged ranges.
+        let odd = [5..9, 0..3, 40..70, 12..30, 71..72];
+        let merged = coalesce(&odd, 4, 20);
+        for r in &odd {
+            assert!(merged.iter().any(|m| m.start <= r.start && r.end <= m.end));
+        }
     }
 }

@@ -22,15 +22,20 @@ use crate::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
 use crate::plan::ChunkPlan;
 use crate::read::{decode_entry, scatter_entry, stored_limit, CacheSlot};
-use crate::remote::{runtime, Remote};
+use crate::remote::{runtime, InFlight, Remote, MAX_REQUEST};
 
 /// What to fetch for one plan item.
 enum Want {
     /// A whole chunk.
     Chunk { slot: Option<CacheSlot> },
     /// Inner chunks of a shard, each for a plan item (all of them when `whole`: one
-    /// request for the shard). Plan items reading parts of the same shard share one.
-    Inner { parts: Vec<Part>, whole: bool },
+    /// request for the shard, unless `split`: its index, then its ranges in parallel).
+    /// Plan items reading parts of the same shard share one.
+    Inner {
+        parts: Vec<Part>,
+        whole: bool,
+        split: bool,
+    },
 }
 
 /// An inner chunk to read for plan item `plan`.
@@ -107,7 +112,11 @@ pub fn read_remote(
                                 .grid(&plan.placement.chunk_shape)
                                 .iter()
                                 .product::<u64>();
-                    fetches.push(fetch(Want::Inner { parts, whole }));
+                    fetches.push(fetch(Want::Inner {
+                        parts,
+                        whole,
+                        split: false,
+                    }));
                 }
             }
             None => {
@@ -128,16 +137,18 @@ pub fn read_remote(
             Want::Inner { parts, .. } => parts.iter().for_each(|p| present[p.plan] = false),
         }
     }
-    let fetches = one_fetch_per_shard(fetches);
+    let mut fetches = one_fetch_per_shard(fetches);
+    let concurrency = remote.settings.concurrency.max(1);
+    split_large_shards(&mut fetches, concurrency, target.elem);
 
     let (tx, rx) = channel::<Result<Piece>>();
-    let concurrency = remote.settings.concurrency.max(1);
     let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
     let fetching = runtime()?.spawn(async move {
+        let limit = Arc::new(InFlight::new(concurrency));
         let mut pieces = futures::stream::iter(fetches)
             .map(|f| {
-                let (remote, chain) = (remote2.clone(), chain2.clone());
-                async move { fetch_one(&remote, &chain, f, elem).await }
+                let (remote, chain, limit) = (remote2.clone(), chain2.clone(), limit.clone());
+                async move { fetch_one(&remote, &chain, f, elem, &limit).await }
             })
             .buffer_unordered(concurrency);
         while let Some(result) = pieces.next().await {
@@ -233,15 +244,44 @@ fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>, cache: Option<&ChunkCac
     }
 }
 
+/// Shards of at least this many decoded bytes, read whole, are fetched as their index and
+/// then ranges of at most `MAX_REQUEST` in parallel rather than in one request: the index
+/// costs a round trip, which pays off once the shard takes several round trips to arrive
+/// at one request's rate.
+const SPLIT_SHARDS_FROM: u64 = 4 * MAX_REQUEST;
+
+/// Lets large whole shards go through their index and parallel ranges when the read has
+/// request slots to spare (with as many shards as slots, every slot is busy already and the
+/// index requests would only add round trips).
+fn split_large_shards(fetches: &mut [Fetch], concurrency: usize, elem: usize) {
+    if fetches.len() >= concurrency {
+        return;
+    }
+    for f in fetches {
+        if let Want::Inner {
+            whole: true, split, ..
+        } = &mut f.want
+        {
+            let decoded = (f.placement.chunk_shape.iter())
+                .try_fold(elem as u64, |bytes, &d| bytes.checked_mul(d));
+            *split = decoded.is_none_or(|bytes| bytes >= SPLIT_SHARDS_FROM);
+        }
+    }
+}
+
 async fn fetch_one(
     remote: &Remote,
     chain: &Arc<ChunkChain>,
     f: Fetch,
     elem: usize,
+    limit: &InFlight,
 ) -> Result<Vec<Piece>> {
     match f.want {
         Want::Chunk { slot } => {
-            let bytes = remote.get(&f.key).await?;
+            let bytes = {
+                let _slot = limit.slot().await;
+                remote.get(&f.key).await?
+            };
             check_size(&bytes, stored_limit(chain, &f.placement, elem), &f.key)?;
             Ok(vec![Piece {
                 plan: f.plan,
@@ -253,18 +293,26 @@ async fn fetch_one(
                 bytes,
             }])
         }
-        Want::Inner { parts, whole } => {
+        Want::Inner {
+            parts,
+            whole,
+            split,
+        } => {
             let spec = chain
                 .plain_sharding()
                 .ok_or_else(|| Error::Internal("inner chunks of an unsharded array".into()))?;
             let inner_chain = Arc::new(spec.inner.clone());
             let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
-            let bytes: Vec<Option<Bytes>> = if whole {
-                let Some(shard) = remote.get(&f.key).await? else {
+            let limit_whole = stored_limit(chain, &f.placement, elem);
+            let bytes: Vec<Option<Bytes>> = if whole && !split {
+                let shard = {
+                    let _slot = limit.slot().await;
+                    remote.get(&f.key).await?
+                };
+                let Some(shard) = shard else {
                     return Ok(missing_shard(&f.key, &inner_chain, parts));
                 };
-                let limit = stored_limit(chain, &f.placement, elem);
-                check_size(&Some(shard.clone()), limit, &f.key)?;
+                check_size(&Some(shard.clone()), limit_whole, &f.key)?;
                 let index =
                     ShardIndex::read(spec, &InMemory(&shard), n).map_err(|e| e.at(&f.key))?;
                 parts
@@ -276,7 +324,9 @@ async fn fetch_one(
                     })
                     .collect()
             } else {
-                match fetch_inner(remote, spec, &f.key, n, &parts).await? {
+                // A shard read whole is held to the same size limit either way.
+                let shard_limit = whole.then_some(limit_whole);
+                match fetch_inner(remote, spec, &f.key, n, &parts, limit, shard_limit).await? {
                     Some(bytes) => bytes,
                     None => return Ok(missing_shard(&f.key, &inner_chain, parts)),
                 }
@@ -306,13 +356,24 @@ async fn fetch_inner(
     key: &str,
     n: u64,
     parts: &[Part],
+    limit: &InFlight,
+    shard_limit: Option<u64>,
 ) -> Result<Option<Vec<Option<Bytes>>>> {
-    let Some((index_bytes, shard_len)) = remote
-        .get_index(key, spec.index_at_end, spec.index_len(n))
-        .await?
-    else {
+    let index = {
+        let _slot = limit.slot().await;
+        remote
+            .get_index(key, spec.index_at_end, spec.index_len(n))
+            .await?
+    };
+    let Some((index_bytes, shard_len)) = index else {
         return Ok(None);
     };
+    if shard_limit.is_some_and(|limit| shard_len > limit) {
+        return Err(Error::corrupt(
+            key,
+            format!("stored value is {shard_len} bytes, more than any encoding of the chunk"),
+        ));
+    }
     // Parse the index as if it sat in a shard of the real length (offsets are checked
     // against that length).
     let index =
@@ -325,7 +386,7 @@ async fn fetch_inner(
         Vec::new()
     } else {
         remote
-            .get_ranges(key, &ranges)
+            .get_ranges(key, &ranges, Some(limit))
             .await?
             .ok_or_else(|| Error::corrupt(key, "shard vanished while reading"))?
     }

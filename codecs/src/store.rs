@@ -534,7 +534,7 @@ impl ByteSource for RemoteRanged {
         let parts = self
             .remote
             .block_on(async move {
-                r.get_ranges(&k, std::slice::from_ref(&(offset..offset + len)))
+                r.get_ranges(&k, std::slice::from_ref(&(offset..offset + len)), None)
                     .await
             })?
             .ok_or_else(|| {
