@@ -5,6 +5,7 @@ pipeline, each over an obstore-backed zarr ObjectStore), and reports the time (m
 max over the repeats), throughput and the requests each read made.
 
     python benches/s3_read.py [--mib 256] [--repeats 3] [--latency-ms 20] [--bandwidth-mbps 1000]
+                              [--one-shard]
 
 Every read opens the array (metadata included) and reads all of it; every result is compared
 with the source. The readers take turns, round by round, after one untimed round. Requests are
@@ -41,7 +42,7 @@ KEYS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "aws_regio
 Read = Callable[[], tuple[np.ndarray, int | None, str]]  # -> (array, own request count, note)
 
 
-def write_dataset(root: Path, mib: int) -> np.ndarray:
+def write_dataset(root: Path, mib: int, one_shard: bool = False) -> np.ndarray:
     depth = max(1, mib * 2**20 // (512 * 512 * 2))
     z = np.linspace(0, 1, depth, dtype=np.float32)[:, None, None]
     y = np.linspace(0, 1, 512, dtype=np.float32)[None, :, None]
@@ -53,7 +54,8 @@ def write_dataset(root: Path, mib: int) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = zarr.create_array(
-            root, shape=data.shape, chunks=(64, 64, 64), shards=(128, 256, 256), dtype="uint16",
+            root, shape=data.shape, chunks=(64, 64, 64),
+            shards=data.shape if one_shard else (128, 256, 256), dtype="uint16",
             compressors=zarr.codecs.ZstdCodec(level=3),
         )  # fmt: skip
         a[:] = data
@@ -231,16 +233,21 @@ def main() -> int:
         help="cap on all responses together, Mbit/s; 0 = none (default)",
     )  # fmt: skip
     parser.add_argument("--direct", action="store_true", help="no proxy: read moto directly")
+    parser.add_argument(
+        "--one-shard", action="store_true",
+        help="the whole array in one shard (default: shards of 128x256x256)",
+    )  # fmt: skip
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     with tempfile.TemporaryDirectory() as tmp, moto_s3() as moto:
         root = Path(tmp) / "data.zarr"
-        data = write_dataset(root, args.mib)
+        data = write_dataset(root, args.mib, args.one_shard)
         upload_dir(moto, BUCKET, root, "data.zarr")  # directly: the upload is not measured
+        shards = "one shard" if args.one_shard else "shards (128, 256, 256)"
         print(f"dataset: {data.shape} uint16 ({data.nbytes / 2**20:.0f} MiB), chunks 64^3 in "
-              f"shards (128, 256, 256), zstd; moto S3 at {moto}")  # fmt: skip
+              f"{shards}, zstd; moto S3 at {moto}")  # fmt: skip
         if args.direct:
             network, proxy = "no proxy (moto directly)", None
         else:
@@ -263,7 +270,8 @@ def main() -> int:
         )
     if args.json:
         meta = {k: getattr(args, k) for k in ("mib", "repeats", "warmup", "latency_ms",
-                                              "bandwidth_mbps", "link_mbps", "direct")}  # fmt: skip
+                                              "bandwidth_mbps", "link_mbps", "direct",
+                                              "one_shard")}  # fmt: skip
         Path(args.json).write_text(json.dumps({"meta": meta, "readers": results}, indent=1))
     return 0
 

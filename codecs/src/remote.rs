@@ -3,7 +3,8 @@
 //! One tokio runtime per process (rebuilt in a forked child) does the network I/O. Reads of
 //! many chunks fetch them concurrently (bounded by `concurrency`) and hand each one to the
 //! rayon pool as it arrives, so latency and decoding overlap; shards fetch their index, then
-//! only the inner chunks a read needs (adjacent ranges coalesced by object_store). zarrs sees
+//! only the inner chunks a read needs (nearby ranges merged into requests of at most
+//! `MAX_REQUEST`, fetched in parallel). zarrs sees
 //! the store through a blocking adapter (metadata, and its decoder for codecs zarrpipe lacks).
 
 use std::ops::Range;

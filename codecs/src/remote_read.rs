@@ -1,9 +1,11 @@
 //! Reading a plan from an object store: chunks (and inner chunks of shards) found in the
 //! chunk cache are placed at once; every other stored chunk is fetched concurrently on the
 //! I/O runtime and decoded on the rayon pool as soon as it arrives. A shard the read needs
-//! whole is one request; a shard read in part costs one request for its index, then one
-//! per run of nearby inner chunks. The pool thread that waits for the network decodes
-//! whatever has arrived and blocks only when there is nothing to decode.
+//! whole is one request, unless it is large and the read has request slots to spare; a
+//! shard read in part (or a large one) costs one request for its index, then one per run of
+//! nearby inner chunks, runs of at most `MAX_REQUEST` fetched in parallel. The pool thread
+//! that waits for the network decodes whatever has arrived and blocks only when there is
+//! nothing to decode.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, TryRecvError};
