@@ -519,7 +519,7 @@ mod tests {
             (gs[1].lo.clone(), gs[1].hi.clone()),
             (vec![1, 1], vec![2, 2])
         );
-        check_partition(std::slice::from_ref(&f), &[gs.clone()]).unwrap();
+        check_partition(std::slice::from_ref(&f), std::slice::from_ref(&gs)).unwrap();
         let mut twice = gs.clone();
         twice[1].pos = vec![1, 2];
         assert!(check_partition(std::slice::from_ref(&f), &[twice]).is_err());

@@ -386,6 +386,8 @@ pub(crate) fn for_each_index(ranges: &[Range<u64>], mut f: impl FnMut(&[u64])) {
 }
 
 #[cfg(test)]
+// `&[0..4]` is a slice of one range on purpose: a request of one run.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
@@ -449,7 +451,8 @@ mod tests {
             (ChunkAxis::Index(4), 0..1),
         ] {
             assert!(
-                ChunkPlan::from_request("k".into(), &[4], &[sel], &[o.clone()], &out).is_err(),
+                ChunkPlan::from_request("k".into(), &[4], &[sel], std::slice::from_ref(&o), &out)
+                    .is_err(),
                 "{sel:?} -> {o:?}"
             );
         }

@@ -188,6 +188,8 @@ pub fn gather_rows(
 }
 
 #[cfg(test)]
+// `&[0..4]` is a slice of one range on purpose: a request of one run.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use std::sync::Arc;
 
