@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
@@ -308,55 +309,90 @@ impl Remote {
     }
 
     /// The bytes of `ranges` of the value at `key`, in order; `None` if it does not exist.
-    /// Ranges closer than `COALESCE_GAP` are fetched in one request while it stays within
-    /// `MAX_REQUEST` (the requests counted are the ones made), and the requests of one call
-    /// run concurrently, as many at once as `limit` allows (all of them without one).
+    /// Fetched as [`Self::get_ranges_each`] fetches them.
     pub async fn get_ranges(
         &self,
         key: &str,
         ranges: &[Range<u64>],
         limit: Option<&InFlight>,
     ) -> Result<Option<Vec<Bytes>>> {
+        let mut out = vec![Bytes::new(); ranges.len()];
+        let found = self
+            .get_ranges_each(key, ranges, limit, |i, bytes| {
+                out[i] = bytes;
+                true
+            })
+            .await?;
+        Ok(found.map(|()| out))
+    }
+
+    /// Fetches `ranges` of the value at `key` and hands each to `each(i, bytes)` (`i` its
+    /// place in `ranges`) as soon as the request holding it completes, so that the caller
+    /// can decode one part while the others arrive. Ranges closer than `COALESCE_GAP` share
+    /// a request while it stays within `MAX_REQUEST` (the requests counted are the ones
+    /// made); the requests run concurrently, as many at once as `limit` allows (all of them
+    /// without one). Stops early when `each` returns false. `None` if the value does not
+    /// exist (some ranges may have been handed over already).
+    pub async fn get_ranges_each(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        limit: Option<&InFlight>,
+        mut each: impl FnMut(usize, Bytes) -> bool,
+    ) -> Result<Option<()>> {
         let merged = coalesce(ranges, COALESCE_GAP, MAX_REQUEST);
+        // Every range lies inside exactly one merged range (merged ranges are disjoint and
+        // sorted): the first that ends at or after it.
+        let mut members = vec![Vec::new(); merged.len()];
+        for (i, r) in ranges.iter().enumerate() {
+            if r.end <= r.start {
+                if !each(i, Bytes::new()) {
+                    return Ok(Some(()));
+                }
+                continue;
+            }
+            members[merged.partition_point(|m| m.end < r.end)].push(i);
+        }
         self.counts
             .gets
             .fetch_add(merged.len() as u64, Ordering::Relaxed);
         let path = self.path(key);
-        let fetched = futures::future::try_join_all(merged.iter().map(|r| async {
-            let _slot = match limit {
-                Some(l) => l.slot().await,
-                None => None,
+        let mut pending: futures::stream::FuturesUnordered<_> = merged
+            .iter()
+            .enumerate()
+            .map(|(j, r)| {
+                let path = &path;
+                async move {
+                    let _slot = match limit {
+                        Some(l) => l.slot().await,
+                        None => None,
+                    };
+                    (j, self.store.get_range(path, r.clone()).await)
+                }
+            })
+            .collect();
+        while let Some((j, fetched)) = pending.next().await {
+            let part = match fetched {
+                Ok(part) => part,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(storage_error(key, e)),
             };
-            self.store.get_range(&path, r.clone()).await
-        }))
-        .await;
-        let parts = match fetched {
-            Ok(parts) => parts,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(storage_error(key, e)),
-        };
-        for (part, range) in parts.iter().zip(&merged) {
-            if part.len() as u64 != range.end - range.start {
+            let m = &merged[j];
+            if part.len() as u64 != m.end - m.start {
                 return Err(Error::corrupt(key, "the store returned a short range"));
             }
             self.counts
                 .bytes
                 .fetch_add(part.len() as u64, Ordering::Relaxed);
+            for &i in &members[j] {
+                let r = &ranges[i];
+                let bytes = part.slice((r.start - m.start) as usize..(r.end - m.start) as usize);
+                if !each(i, bytes) {
+                    return Ok(Some(()));
+                }
+            }
         }
-        // Every range lies inside exactly one merged range: slice it out (no copy).
-        Ok(Some(
-            ranges
-                .iter()
-                .map(|r| {
-                    if r.end <= r.start {
-                        return Bytes::new();
-                    }
-                    let i = merged.partition_point(|m| m.end < r.end);
-                    let m = &merged[i];
-                    parts[i].slice((r.start - m.start) as usize..(r.end - m.start) as usize)
-                })
-                .collect(),
-        ))
+        Ok(Some(()))
     }
 
     /// A shard's index (`len` bytes at its end or start) and the shard's length, in one
@@ -565,7 +601,84 @@ impl ListableStorageTraits for RemoteStorage {
 
 #[cfg(test)]
 mod tests {
-    use super::coalesce;
+    use super::*;
+
+    /// A remote over object_store's in-memory store holding `value` at "v".
+    fn in_memory(value: Vec<u8>) -> Arc<Remote> {
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let remote = Arc::new(Remote {
+            store,
+            prefix: ObjectPath::from(""),
+            settings: RemoteSettings::default(),
+            counts: RequestCounts::default(),
+            url: "memory://".into(),
+        });
+        let r = remote.clone();
+        remote
+            .block_on(async move { r.put("v", Bytes::from(value)).await })
+            .unwrap();
+        remote
+    }
+
+    #[test]
+    fn each_range_is_handed_over_once_with_its_bytes() {
+        let value: Vec<u8> = (0..(20u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let remote = in_memory(value.clone());
+        // Four 4 MiB ranges back to back (two requests of 8 MiB), one far away, one empty.
+        let mib = 1u64 << 20;
+        let mut ranges: Vec<_> = (0..4).map(|i| i * 4 * mib..(i + 1) * 4 * mib).collect();
+        ranges.extend([19 * mib..19 * mib + 10, 5..5]);
+        let (r, asked) = (remote.clone(), ranges.clone());
+        let got = remote
+            .block_on(async move {
+                let mut got = Vec::new();
+                let found = r
+                    .get_ranges_each("v", &asked, Some(&InFlight::new(1)), |i, b| {
+                        got.push((i, b));
+                        true
+                    })
+                    .await?;
+                Ok((found, got))
+            })
+            .unwrap();
+        assert_eq!(got.0, Some(()));
+        let mut seen: Vec<usize> = got.1.iter().map(|(i, _)| *i).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>());
+        for (i, bytes) in &got.1 {
+            let r = &ranges[*i];
+            assert_eq!(&bytes[..], &value[r.start as usize..r.end as usize]);
+        }
+        assert_eq!(remote.counts.gets.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn handing_over_stops_when_asked_and_a_missing_value_is_none() {
+        let remote = in_memory(vec![7; 64 << 20]);
+        let mib = 1u64 << 20;
+        let ranges: Vec<_> = (0..8).map(|i| i * 8 * mib..(i + 1) * 8 * mib).collect();
+        let r = remote.clone();
+        let calls = remote
+            .block_on(async move {
+                let mut calls = 0;
+                r.get_ranges_each("v", &ranges, None, |_, _| {
+                    calls += 1;
+                    false
+                })
+                .await?;
+                Ok(calls)
+            })
+            .unwrap();
+        assert_eq!(calls, 1);
+        let r = remote.clone();
+        let missing = remote
+            .block_on(async move {
+                r.get_ranges_each("nope", std::slice::from_ref(&(0..4)), None, |_, _| true)
+                    .await
+            })
+            .unwrap();
+        assert_eq!(missing, None);
+    }
 
     #[test]
     fn ranges_closer_than_the_gap_merge() {

@@ -147,22 +147,26 @@ pub fn read_remote(
     let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
     let fetching = runtime()?.spawn(async move {
         let limit = Arc::new(InFlight::new(concurrency));
-        let mut pieces = futures::stream::iter(fetches)
+        let mut fetched = futures::stream::iter(fetches)
             .map(|f| {
                 let (remote, chain, limit) = (remote2.clone(), chain2.clone(), limit.clone());
-                async move { fetch_one(&remote, &chain, f, elem, &limit).await }
+                let tx = tx.clone();
+                async move {
+                    // A send fails once the reader has stopped: stop fetching too.
+                    let deliver = |piece: Piece| tx.send(Ok(piece)).is_ok();
+                    fetch_one(&remote, &chain, f, elem, &limit, deliver).await
+                }
             })
             .buffer_unordered(concurrency);
-        while let Some(result) = pieces.next().await {
-            let stop = match result {
-                // A send fails once the reader has stopped: stop fetching too.
-                Ok(list) => list.into_iter().any(|p| tx.send(Ok(p)).is_err()),
+        while let Some(result) = fetched.next().await {
+            let go_on = match result {
+                Ok(go_on) => go_on,
                 Err(e) => {
                     let _ = tx.send(Err(e));
-                    true
+                    false
                 }
             };
-            if stop {
+            if !go_on {
                 break;
             }
         }
@@ -271,13 +275,17 @@ fn split_large_shards(fetches: &mut [Fetch], concurrency: usize, elem: usize) {
     }
 }
 
+/// Fetches what `f` wants and hands each chunk to `deliver` as soon as its bytes are in
+/// (the parts of a shard fetched in ranges, range by range). Returns false when `deliver`
+/// did (the reader has stopped).
 async fn fetch_one(
     remote: &Remote,
     chain: &Arc<ChunkChain>,
     f: Fetch,
     elem: usize,
     limit: &InFlight,
-) -> Result<Vec<Piece>> {
+    mut deliver: impl FnMut(Piece) -> bool,
+) -> Result<bool> {
     match f.want {
         Want::Chunk { slot } => {
             let bytes = {
@@ -285,7 +293,7 @@ async fn fetch_one(
                 remote.get(&f.key).await?
             };
             check_size(&bytes, stored_limit(chain, &f.placement, elem), &f.key)?;
-            Ok(vec![Piece {
+            Ok(deliver(Piece {
                 plan: f.plan,
                 stored: bytes.is_some(),
                 name: f.key,
@@ -293,7 +301,7 @@ async fn fetch_one(
                 placement: f.placement,
                 slot,
                 bytes,
-            }])
+            }))
         }
         Want::Inner {
             parts,
@@ -306,61 +314,79 @@ async fn fetch_one(
             let inner_chain = Arc::new(spec.inner.clone());
             let n: u64 = spec.grid(&f.placement.chunk_shape).iter().product();
             let limit_whole = stored_limit(chain, &f.placement, elem);
-            let bytes: Vec<Option<Bytes>> = if whole && !split {
+            let piece = |Part { plan, part, slot }: Part, bytes: Option<Bytes>| Piece {
+                plan,
+                stored: true,
+                name: inner_chunk_name(&f.key, &part.coord),
+                chain: inner_chain.clone(),
+                placement: part.placement,
+                slot,
+                bytes,
+            };
+            if whole && !split {
                 let shard = {
                     let _slot = limit.slot().await;
                     remote.get(&f.key).await?
                 };
                 let Some(shard) = shard else {
-                    return Ok(missing_shard(&f.key, &inner_chain, parts));
+                    return Ok(missing_shard(&f.key, &inner_chain, parts)
+                        .into_iter()
+                        .all(deliver));
                 };
                 check_size(&Some(shard.clone()), limit_whole, &f.key)?;
                 let index =
                     ShardIndex::read(spec, &InMemory(&shard), n).map_err(|e| e.at(&f.key))?;
-                parts
-                    .iter()
-                    .map(|p| {
-                        index
-                            .entry(p.part.linear)
-                            .map(|(o, l)| shard.slice(o as usize..(o + l) as usize))
-                    })
-                    .collect()
-            } else {
-                // A shard read whole is held to the same size limit either way.
-                let shard_limit = whole.then_some(limit_whole);
-                match fetch_inner(remote, spec, &f.key, n, &parts, limit, shard_limit).await? {
-                    Some(bytes) => bytes,
-                    None => return Ok(missing_shard(&f.key, &inner_chain, parts)),
-                }
-            };
-            Ok(parts
-                .into_iter()
-                .zip(bytes)
-                .map(|(Part { plan, part, slot }, bytes)| Piece {
-                    plan,
-                    stored: true,
-                    name: inner_chunk_name(&f.key, &part.coord),
-                    chain: inner_chain.clone(),
-                    placement: part.placement,
-                    slot,
-                    bytes,
-                })
-                .collect())
+                return Ok(parts.into_iter().all(|p| {
+                    let bytes = index
+                        .entry(p.part.linear)
+                        .map(|(o, l)| shard.slice(o as usize..(o + l) as usize));
+                    deliver(piece(p, bytes))
+                }));
+            }
+            // A shard read whole is held to the same size limit either way.
+            let shard_limit = whole.then_some(limit_whole);
+            let fetched = fetch_inner(
+                remote,
+                spec,
+                &f.key,
+                n,
+                parts,
+                limit,
+                shard_limit,
+                |p, b| deliver(piece(p, b)),
+            )
+            .await?;
+            Ok(match fetched {
+                Inner::Delivered(go_on) => go_on,
+                Inner::Missing(parts) => missing_shard(&f.key, &inner_chain, parts)
+                    .into_iter()
+                    .all(deliver),
+            })
         }
     }
 }
 
-/// The bytes of a shard's inner chunks `parts` (`None` per empty index entry), after a
-/// request for its index; `None` if the shard is missing.
+/// What [`fetch_inner`] did with the parts it was given.
+enum Inner {
+    /// Handed them over (false: the receiver stopped taking them).
+    Delivered(bool),
+    /// The shard is missing: nothing was fetched, the parts come back.
+    Missing(Vec<Part>),
+}
+
+/// Fetches a shard's index, then its inner chunks `parts`, handing each to `deliver` with
+/// its bytes (`None` for an empty index entry) as soon as the range holding it arrives.
+#[allow(clippy::too_many_arguments)]
 async fn fetch_inner(
     remote: &Remote,
     spec: &Sharding,
     key: &str,
     n: u64,
-    parts: &[Part],
+    parts: Vec<Part>,
     limit: &InFlight,
     shard_limit: Option<u64>,
-) -> Result<Option<Vec<Option<Bytes>>>> {
+    mut deliver: impl FnMut(Part, Option<Bytes>) -> bool,
+) -> Result<Inner> {
     let index = {
         let _slot = limit.slot().await;
         remote
@@ -368,7 +394,7 @@ async fn fetch_inner(
             .await?
     };
     let Some((index_bytes, shard_len)) = index else {
-        return Ok(None);
+        return Ok(Inner::Missing(parts));
     };
     if shard_limit.is_some_and(|limit| shard_len > limit) {
         return Err(Error::corrupt(
@@ -380,25 +406,35 @@ async fn fetch_inner(
     // against that length).
     let index =
         ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(key))?;
-    let ranges: Vec<_> = parts
-        .iter()
-        .filter_map(|p| index.entry(p.part.linear).map(|(o, l)| o..o + l))
-        .collect();
-    let mut fetched = if ranges.is_empty() {
-        Vec::new()
-    } else {
-        remote
-            .get_ranges(key, &ranges, Some(limit))
-            .await?
-            .ok_or_else(|| Error::corrupt(key, "shard vanished while reading"))?
+    let mut stored = Vec::new();
+    let mut ranges = Vec::new();
+    for p in parts {
+        match index.entry(p.part.linear) {
+            Some((o, l)) => {
+                stored.push(Some(p));
+                ranges.push(o..o + l);
+            }
+            None => {
+                if !deliver(p, None) {
+                    return Ok(Inner::Delivered(false));
+                }
+            }
+        }
     }
-    .into_iter();
-    Ok(Some(
-        parts
-            .iter()
-            .map(|p| index.entry(p.part.linear).and_then(|_| fetched.next()))
-            .collect(),
-    ))
+    if ranges.is_empty() {
+        return Ok(Inner::Delivered(true));
+    }
+    let mut go_on = true;
+    let found = remote
+        .get_ranges_each(key, &ranges, Some(limit), |i, bytes| {
+            go_on = stored[i].take().is_some_and(|p| deliver(p, Some(bytes)));
+            go_on
+        })
+        .await?;
+    match found {
+        Some(()) => Ok(Inner::Delivered(go_on)),
+        None => Err(Error::corrupt(key, "shard vanished while reading")),
+    }
 }
 
 /// Pieces that fill the inner chunks of a missing shard.
