@@ -327,32 +327,43 @@ MIB = 2**20
 def large_shards(tmp_path_factory):
     """Arrays with one 40 MiB shard (uint16 noise, no compressor: as large stored), and a
     copy whose shard file is longer than any encoding of it."""
+    from zarr.codecs import BytesCodec, ShardingCodec
+
     root = tmp_path_factory.mktemp("large") / "data.zarr"
     data = np.random.default_rng(5).integers(0, 2**16, size=(160, 512, 256), dtype=np.uint16)
+    inner = (32, 128, 128)
     with quiet_zarr_writes():
         for name in ("big", "padded"):
             a = zarr.create_array(
-                root / name, shape=data.shape, chunks=(32, 128, 128), shards=data.shape,
+                root / name, shape=data.shape, chunks=inner, shards=data.shape,
                 dtype="uint16", compressors=None,
             )  # fmt: skip
             a[:] = data
+        a = zarr.create_array(
+            root / "big-index-first", shape=data.shape, chunks=data.shape, dtype="uint16",
+            serializer=ShardingCodec(chunk_shape=inner, codecs=[BytesCodec()],
+                                     index_location="start"),
+            compressors=None,
+        )  # fmt: skip
+        a[:] = data
+    index_len = 40 * 16 + 4  # 5 x 4 x 2 inner chunks, crc32c
     shard = root / "padded" / "c" / "0" / "0" / "0"
     with open(shard, "r+b") as f:  # 8 MiB of zeros before the index: past the size limit
         body = f.read()
-        index = body[-(a.nchunks * 16 + 4) :]
         f.seek(0)
-        f.write(body[: -len(index)] + bytes(8 * MIB) + index)
+        f.write(body[:-index_len] + bytes(8 * MIB) + body[-index_len:])
     return root, data
 
 
 @pytest.mark.timeout(120)
-def test_a_large_shard_read_whole_is_fetched_as_parallel_ranges(large_shards):
+@pytest.mark.parametrize("path", ["big", "big-index-first"])
+def test_a_large_shard_read_whole_is_fetched_as_parallel_ranges(large_shards, path):
     root, data = large_shards
-    stored = (root / "big" / "c" / "0" / "0" / "0").stat().st_size
+    stored = (root / path / "c" / "0" / "0" / "0").stat().st_size
     with http_server(root.parent) as (url, _):
         url = f"{url}/data.zarr"
         store = zarrpipe.Store(url, options={"allow_http": "true"})
-        arr = store.open_array("big")
+        arr = store.open_array(path)
         before = store.request_counts()
         np.testing.assert_array_equal(np.asarray(arr.read()), data)
         after = store.request_counts()
@@ -366,7 +377,7 @@ def test_a_large_shard_read_whole_is_fetched_as_parallel_ranges(large_shards):
         assert store.request_counts()["gets"] - before["gets"] >= 1 + 4
         # One request slot: the shard is one request, as with small shards.
         one = zarrpipe.Store(url, options={"allow_http": "true"}, concurrency=1)
-        arr = one.open_array("big")
+        arr = one.open_array(path)
         before = one.request_counts()
         np.testing.assert_array_equal(np.asarray(arr.read()), data)
         assert one.request_counts()["gets"] - before["gets"] == 1
