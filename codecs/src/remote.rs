@@ -329,7 +329,7 @@ impl Remote {
     /// Fetches `ranges` of the value at `key` and hands each to `each(i, bytes)` (`i` its
     /// place in `ranges`) as soon as the request holding it completes, so that the caller
     /// can decode one part while the others arrive. Ranges closer than `COALESCE_GAP` share
-    /// a request while it stays within `MAX_REQUEST` (the requests counted are the ones
+    /// a request while it stays within `MAX_REQUEST` (each request is counted when it is
     /// made); the requests run concurrently, as many at once as `limit` allows (all of them
     /// without one). Stops early when `each` returns false. `None` if the value does not
     /// exist (some ranges may have been handed over already).
@@ -353,9 +353,6 @@ impl Remote {
             }
             members[merged.partition_point(|m| m.end < r.end)].push(i);
         }
-        self.counts
-            .gets
-            .fetch_add(merged.len() as u64, Ordering::Relaxed);
         let path = self.path(key);
         let mut pending: futures::stream::FuturesUnordered<_> = merged
             .iter()
@@ -367,6 +364,7 @@ impl Remote {
                         Some(l) => l.slot().await,
                         None => None,
                     };
+                    self.counts.gets.fetch_add(1, Ordering::Relaxed);
                     (j, self.store.get_range(path, r.clone()).await)
                 }
             })
@@ -478,21 +476,27 @@ fn to_storage_error(e: Error) -> StorageError {
 }
 
 impl RemoteStorage {
-    /// The whole value at `key` in one request (zarrs' default `get` would ask for its size
-    /// first: a second round trip for every metadata document it opens).
-    fn get_whole(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
-        let remote = self.0.clone();
-        let key = key.as_str().to_owned();
-        remote
-            .clone()
-            .block_on(async move { remote.get(&key).await })
+    /// Runs `f(remote, key)` on the I/O runtime and waits for it, as zarrs' blocking calls do.
+    fn blocking<T, F>(
+        &self,
+        key: &StoreKey,
+        f: impl FnOnce(Arc<Remote>, String) -> F,
+    ) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+    {
+        self.0
+            .block_on(f(self.0.clone(), key.as_str().to_owned()))
             .map_err(to_storage_error)
     }
 }
 
 impl ReadableStorageTraits for RemoteStorage {
+    /// The whole value in one request (zarrs' default would ask for its size first: a second
+    /// round trip for every metadata document it opens).
     fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
-        self.get_whole(key)
+        self.blocking(key, |remote, key| async move { remote.get(&key).await })
     }
 
     fn get_partial_many<'a>(
@@ -502,14 +506,12 @@ impl ReadableStorageTraits for RemoteStorage {
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
         let ranges: Vec<ByteRange> = byte_ranges.collect();
         if let [ByteRange::FromStart(0, None)] = ranges[..] {
-            return Ok(match self.get_whole(key)? {
+            return Ok(match self.get(key)? {
                 Some(bytes) => Some(Box::new(std::iter::once(Ok(bytes)))),
                 None => None,
             });
         }
-        let remote = self.0.clone();
-        let key = key.as_str().to_owned();
-        let result = remote.clone().block_on(async move {
+        let parts = self.blocking(key, |remote, key| async move {
             let Some(size) = remote.size(&key).await? else {
                 return Ok(None);
             };
@@ -530,21 +532,13 @@ impl ReadableStorageTraits for RemoteStorage {
                 concrete.push(start..end);
             }
             remote.get_ranges(&key, &concrete, None).await
-        });
-        match result {
-            Ok(None) => Ok(None),
-            Ok(Some(parts)) => Ok(Some(Box::new(parts.into_iter().map(Ok)))),
-            Err(e) => Err(to_storage_error(e)),
-        }
+        })?;
+        Ok(parts
+            .map(|parts| -> Box<dyn Iterator<Item = _>> { Box::new(parts.into_iter().map(Ok)) }))
     }
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        let remote = self.0.clone();
-        let key = key.as_str().to_owned();
-        remote
-            .clone()
-            .block_on(async move { remote.size(&key).await })
-            .map_err(to_storage_error)
+        self.blocking(key, |remote, key| async move { remote.size(&key).await })
     }
 
     fn supports_get_partial(&self) -> bool {
