@@ -192,6 +192,9 @@ def test_correct_adapter_rows_pass_with_numbers(bench_report):
         assert r["spread"] == pytest.approx(r["max_s"] / r["min_s"])
         assert r["mb_s_worst"] <= r["mb_s"] <= r["mb_s_best"]
         assert r["mb_s"] > 0 and r["rss"]["peak_mib"] > 0
+        # What each read cost its process: CPU (a decode is never free), page cache or disk.
+        assert r["cpu_s"] > 0 and 0 <= r["cpu_sys_s"] <= r["cpu_s"]
+        assert r["minor_faults"] >= 0 and r["storage_read_mib_max"] >= 0
         assert r["rss"]["peak_minus_before_mib"] >= r["rss"]["after_minus_before_mib"] >= 0 or (
             r["rss"]["after_minus_before_mib"] < 0  # freed memory can drop RSS below 'before'
         )
@@ -246,24 +249,37 @@ def test_cli_info(data_dir, capsys):
 
 
 def test_summarize_gives_the_spread_of_the_timed_runs():
-    def run(seconds, warmup=False):
+    def run(seconds, warmup=False, storage=0):
         return {
             "warmup": warmup,
             "seconds": seconds,
             "rss_before": 0,
             "rss_after": 0,
             "rss_peak": 0,
+            "cpu_user_s": seconds,
+            "cpu_sys_s": seconds / 4,
+            "minor_faults": int(seconds * 10),
+            "major_faults": 0,
+            "storage_read_bytes": storage,
         }
 
     result = {
         "status": "ok",
         "baseline_rss": 0,
-        "runs": [run(9.0, True), run(4.0), run(1.0), run(2.0)],
+        "runs": [run(9.0, True, 2**30), run(4.0), run(1.0, storage=3 * 2**20), run(2.0)],
     }
     got = runner.summarize(8_000_000, result)
     assert got["times_s"] == [4.0, 1.0, 2.0] and got["warmup_s"] == [9.0]
     assert (got["min_s"], got["median_s"], got["max_s"], got["spread"]) == (1.0, 2.0, 4.0, 4.0)
     assert (got["mb_s_worst"], got["mb_s"], got["mb_s_best"]) == (2.0, 4.0, 8.0)
+    # Medians of the timed reads; the warm-up's disk reads do not count against the row.
+    assert (got["cpu_s"], got["cpu_sys_s"], got["minor_faults"]) == (2.5, 0.5, 20)
+    assert got["storage_read_mib_max"] == 3.0
+    result["runs"][2]["storage_read_bytes"] = None  # no /proc/self/io in that worker
+    assert runner.summarize(8_000_000, result)["storage_read_mib_max"] is None
+    for r in result["runs"]:  # results written before these were recorded
+        del r["cpu_user_s"]
+    assert "cpu_s" not in runner.summarize(8_000_000, result)
     assert runner.summarize(1, {"status": "failed", "reason": "x"}) == {}
 
 

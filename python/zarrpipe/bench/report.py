@@ -20,6 +20,9 @@ LONG_HEADERS = [
     "peak RSS MiB",
     "+peak MiB",
     "+after MiB",
+    "CPU s",
+    "sys s",
+    "disk MiB",
     "others CPU",
     "status",
 ]
@@ -35,10 +38,17 @@ FRESH_HEADERS = [
     "best MB/s",
     "of limit",
     "+peak MiB",
+    "CPU s",
+    "sys s",
+    "disk MiB",
     "others CPU",
     "status",
 ]
 BUSY = 0.10  # share of the CPUs used by other processes above which a row is flagged noisy
+# A warm-cache read that fetched more than this share of its dataset's stored bytes from
+# storage, and more than the floor (a fresh process also pages in library code), was not warm.
+NOT_WARM_SHARE = 0.02
+NOT_WARM_FLOOR_MIB = 16.0
 OTHERS_EXCLUDED = ("zarrpipe", "zarr+zarrpipe")  # zarrpipe itself, not another project
 
 
@@ -52,6 +62,15 @@ def _pct(v: float | None) -> str:
 
 def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def _usage_cells(r: dict) -> list[str]:
+    """CPU seconds, system seconds (medians) and the most read from storage by one read."""
+    return [
+        _num(r.get("cpu_s"), 2),
+        _num(r.get("cpu_sys_s"), 2),
+        _num(r.get("storage_read_mib_max"), 1),
+    ]
 
 
 def _status(r: dict) -> str:
@@ -96,6 +115,7 @@ def _long_rows(report: dict) -> list[list[str]]:
                 _num(rss.get("peak_mib"), 1),
                 _num(rss.get("peak_minus_before_mib"), 1),
                 _num(rss.get("after_minus_before_mib"), 1),
+                *_usage_cells(r),
                 _pct(r.get("other_cpu")),
                 _status(r),
             ]
@@ -117,6 +137,7 @@ def _fresh_rows(report: dict) -> list[list[str]]:
             _num(r.get("mb_s_best"), 0),
             _of_limit(report, r),
             _num(r.get("rss", {}).get("peak_minus_before_mib"), 1),
+            *_usage_cells(r),
             _pct(r.get("other_cpu")),
             _status(r),
         ]
@@ -252,6 +273,11 @@ def _limit_lines(report: dict) -> list[str]:
     return lines
 
 
+def _not_warm_mib(report: dict, dataset: str) -> float:
+    stored = report["datasets"].get(dataset, {}).get("stored_bytes") or 0
+    return max(NOT_WARM_FLOOR_MIB, NOT_WARM_SHARE * stored / 2**20)
+
+
 def _header_lines(report: dict) -> list[str]:
     m = report["meta"]
     in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
@@ -296,19 +322,38 @@ def _header_lines(report: dict) -> list[str]:
             f"{len(busy)} row(s) (up to {worst:.0%}): those numbers are noisy "
             "(column 'others CPU')"
         )
+    not_warm = [
+        r
+        for r in report["rows"]
+        if r.get("cache") == "warm"
+        and (r.get("storage_read_mib_max") or 0) > _not_warm_mib(report, r["dataset"])
+    ]
+    if not_warm:
+        lines.append(
+            f"WARNING: {len(not_warm)} warm-cache row(s) read data from storage during a timed "
+            f"read (up to {max(r['storage_read_mib_max'] for r in not_warm):.0f} MiB, column "
+            "'disk MiB'): their data was partly out of the page cache"
+        )
+    lines += [f"machine: {p}" for p in m.get("memory_policies", [])]
     return lines
 
 
 PIVOT_TITLE = (
     "Throughput, MB/s: median [slowest run - fastest run] (decoded bytes / 1e6 / wall time)"
 )
+USAGE_NOTE = (
+    "CPU s, sys s: median CPU seconds of the reader's process per read, all threads, and "
+    "the system part of it (page faults, file reads); disk MiB: the most one read fetched "
+    "from storage rather than the page cache"
+)
 LONG_TITLE = (
     "Every measured row (RSS: +peak = peak - RSS before the read, +after = RSS after - "
     "before; the result itself is held, so both include the decoded size; of limit = MB/s "
-    "/ decode limit):"
+    f"/ decode limit; {USAGE_NOTE}):"
 )
 FRESH_TITLE = (
-    "Read-all, one new process per timed read (MB/s by median; slowest/fastest = max s / min s):"
+    "Read-all, one new process per timed read (MB/s by median; slowest/fastest = max s / min "
+    f"s; {USAGE_NOTE}):"
 )
 
 

@@ -9,7 +9,7 @@ import platform
 import statistics
 from collections.abc import Callable, Sequence
 
-from zarrpipe.bench import adapters, checksum, pagecache
+from zarrpipe.bench import adapters, checksum, machine, pagecache
 from zarrpipe.bench.datasets import Dataset
 from zarrpipe.bench.spawn import OthersCpu, probe, spawn
 from zarrpipe.bench.workloads import THREADS, WORKLOADS
@@ -27,7 +27,8 @@ def summarize(nbytes: int, result: dict) -> dict:
     if result.get("status") != "ok":
         return {}
     runs = result["runs"]
-    timed = [r["seconds"] for r in runs if not r["warmup"]]
+    timed_runs = [r for r in runs if not r["warmup"]]
+    timed = [r["seconds"] for r in timed_runs]
     best, median, worst = min(timed), statistics.median(timed), max(timed)
 
     def mib(v: float) -> float:
@@ -41,6 +42,7 @@ def summarize(nbytes: int, result: dict) -> dict:
         }
 
     return {
+        **_usage(timed_runs),
         "times_s": timed,
         "warmup_s": [r["seconds"] for r in runs if r["warmup"]],
         "min_s": best,
@@ -55,6 +57,20 @@ def summarize(nbytes: int, result: dict) -> dict:
             **rss(runs),
             "first_read": rss(runs[:1]),
         },
+    }
+
+
+def _usage(timed: list[dict]) -> dict:
+    """Medians of the CPU and page faults of a row's timed reads, and the most any of them
+    read from storage (None where the workers did not record it)."""
+    if not timed or any("cpu_user_s" not in r for r in timed):
+        return {}
+    storage = [r["storage_read_bytes"] for r in timed]
+    return {
+        "cpu_s": statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in timed),
+        "cpu_sys_s": statistics.median(r["cpu_sys_s"] for r in timed),
+        "minor_faults": statistics.median(r["minor_faults"] for r in timed),
+        "storage_read_mib_max": (None if None in storage else round(max(storage) / MIB, 1)),
     }
 
 
@@ -296,6 +312,7 @@ def run(
             "mb": "1e6 bytes",
             "checksum": checksum.ALGORITHM,
             "rss_methods": {m: METHODS.get(m, m) for m in methods},
+            "memory_policies": machine.memory_policies(),
         },
         "implementations": {
             k: {kk: v.get(kk) for kk in ("available", "reason", "version", "description")}

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from zarrpipe.bench import pagecache
+from zarrpipe.bench import pagecache, usage
 
 Pieces = list[tuple[object, np.ndarray]]
 
@@ -168,11 +168,13 @@ def measure(params: dict) -> dict:
                     why = f"cold cache: cannot drop the page cache: {type(e).__name__}: {e}"
                     return {**result, "status": "skipped", "reason": why}
             before = rss.start()
+            used = usage.snapshot()
             t0 = time.perf_counter()
             try:
                 out = read()
             finally:
                 seconds = time.perf_counter() - t0
+                cost = usage.between(used, usage.snapshot())
                 after, peak = rss.stop()
             run = {
                 "warmup": r < n_warm,
@@ -181,6 +183,7 @@ def measure(params: dict) -> dict:
                 "rss_before": before,
                 "rss_after": after,
                 "rss_peak": peak,
+                **cost,
             }
             error = verify(dataset, workload.level, out, todo)
             del out

@@ -1,0 +1,68 @@
+"""What one timed read cost the process that made it: CPU seconds (user and system, every
+thread), page faults, and bytes fetched from storage.
+
+Why: wall time alone cannot tell a slow reader from a slow machine. On a virtual machine that
+hands free memory back to its host, faulting in fresh memory shows up as system time (the
+host's share included, as the guest sees it), and a page cache emptied behind the benchmark's
+back (see `machine`) shows up as bytes read from storage in a row that claims a warm cache.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+IO_PATH = "/proc/self/io"
+"""Linux's per-process I/O accounting; `read_bytes` counts what the process made the kernel
+fetch from storage (page-cache hits do not count)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The process's totals at one moment (all of its threads so far)."""
+
+    user_s: float
+    sys_s: float
+    minor_faults: int
+    major_faults: int
+    storage_read_bytes: int | None  # None where /proc/self/io is missing or unreadable
+
+
+def storage_read_bytes(path: str = IO_PATH) -> int | None:
+    """`read_bytes` from a /proc/<pid>/io file, None if there is none."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "read_bytes":
+                    return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def snapshot(io_path: str = IO_PATH) -> Snapshot:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return Snapshot(
+        user_s=ru.ru_utime,
+        sys_s=ru.ru_stime,
+        minor_faults=ru.ru_minflt,
+        major_faults=ru.ru_majflt,
+        storage_read_bytes=storage_read_bytes(io_path),
+    )
+
+
+def between(before: Snapshot, after: Snapshot) -> dict:
+    """What happened between two snapshots, as the fields a benchmark run records."""
+    storage = (
+        None
+        if before.storage_read_bytes is None or after.storage_read_bytes is None
+        else after.storage_read_bytes - before.storage_read_bytes
+    )
+    return {
+        "cpu_user_s": after.user_s - before.user_s,
+        "cpu_sys_s": after.sys_s - before.sys_s,
+        "minor_faults": after.minor_faults - before.minor_faults,
+        "major_faults": after.major_faults - before.major_faults,
+        "storage_read_bytes": storage,
+    }
