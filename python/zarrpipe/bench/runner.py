@@ -31,14 +31,11 @@ def summarize(nbytes: int, result: dict) -> dict:
     timed = [r["seconds"] for r in timed_runs]
     best, median, worst = min(timed), statistics.median(timed), max(timed)
 
-    def mib(v: float) -> float:
-        return round(v / MIB, 1)
-
     def rss(rs: list[dict]) -> dict:
         return {
-            "peak_mib": mib(max(r["rss_peak"] for r in rs)),
-            "peak_minus_before_mib": mib(max(r["rss_peak"] - r["rss_before"] for r in rs)),
-            "after_minus_before_mib": mib(max(r["rss_after"] - r["rss_before"] for r in rs)),
+            "peak_mib": _mib(max(r["rss_peak"] for r in rs)),
+            "peak_minus_before_mib": _mib(max(r["rss_peak"] - r["rss_before"] for r in rs)),
+            "after_minus_before_mib": _mib(max(r["rss_after"] - r["rss_before"] for r in rs)),
         }
 
     return {
@@ -53,11 +50,15 @@ def summarize(nbytes: int, result: dict) -> dict:
         "mb_s_best": nbytes / MB / best,
         "mb_s_worst": nbytes / MB / worst,
         "rss": {
-            "baseline_mib": mib(result["baseline_rss"]),
+            "baseline_mib": _mib(result["baseline_rss"]),
             **rss(runs),
             "first_read": rss(runs[:1]),
         },
     }
+
+
+def _mib(nbytes: float) -> float:
+    return round(nbytes / MIB, 1)
 
 
 def _usage(timed: list[dict]) -> dict:
@@ -70,7 +71,7 @@ def _usage(timed: list[dict]) -> dict:
         "cpu_s": statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in timed),
         "cpu_sys_s": statistics.median(r["cpu_sys_s"] for r in timed),
         "minor_faults": statistics.median(r["minor_faults"] for r in timed),
-        "storage_read_mib_max": (None if None in storage else round(max(storage) / MIB, 1)),
+        "storage_read_mib_max": None if None in storage else _mib(max(storage)),
     }
 
 
