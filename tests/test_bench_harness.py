@@ -381,6 +381,48 @@ def test_fresh_processes_one_read_each_round_robin(data_dir, counted):
     assert f"{by['zarrpipe']['spread']:.2f}x" in zp and zp.rstrip().endswith("ok")
 
 
+def test_in_process_rounds_take_turns_in_a_rotating_order(data_dir, counted):
+    ds = [datasets.open_dataset(data_dir, "zstd")]
+    labels = []
+    rep = runner.run(
+        ds,
+        data_dir,
+        implementations=["zarrpipe", "counted", "raising"],
+        workloads=["all"],
+        repeats=2,
+        rounds=3,
+        threads=2,
+        timeout=120,
+        decode_limits=False,
+        progress=lambda step, total, label: labels.append(label),
+    )
+    assert rep["meta"]["rounds"] == 3
+    turns = [label for label in labels if "· round" in label]
+    assert [t.split(" · ")[0] for t in turns] == [
+        *("zarrpipe", "counted", "raising"),
+        *("counted", "raising", "zarrpipe"),
+        *("raising", "zarrpipe", "counted"),
+    ]
+    assert turns[-1].endswith("round 3/3")
+    by = {r["implementation"]: r for r in rep["rows"]}
+    assert [r["implementation"] for r in rep["rows"]] == ["zarrpipe", "counted", "raising"]
+    for name in ("zarrpipe", "counted"):
+        r = by[name]
+        assert (r["status"], r["mode"]) == ("ok", "in-process")
+        # Every timed read of every round counts, each round its own warm-up.
+        assert len(r["times_s"]) == 6 and len(r["warmup_s"]) == 3
+        assert len(r["round_medians_s"]) == 3
+        assert r["min_s"] <= min(r["round_medians_s"]) <= max(r["round_medians_s"]) <= r["max_s"]
+    # Three worker processes for counted, three reads in each (warm-up and two timed).
+    pids = [pid for pid, _ in reads(counted)]
+    assert len(pids) == 9 and len(set(pids)) == 3
+    assert all(pids.count(p) == 3 for p in set(pids))
+    raising = by["raising"]
+    assert raising["status"] == "failed" and "times_s" not in raising
+    assert raising["reason"].startswith("round 1: RuntimeError: deliberately broken")
+    assert "in each of 3 rounds" in report.text(rep)
+
+
 def test_cold_drops_the_cache_before_every_timed_read(data_dir, counted, tmp_path, monkeypatch):
     drop = tmp_path / "drop_caches"
     monkeypatch.setenv("BENCH_TEST_DROP_FILE", str(drop))
@@ -449,3 +491,7 @@ def test_cli_bench_options():
         cli_main(["bench", "--workloads", "none"])
     with pytest.raises(SystemExit, match="--fresh-processes must be 0"):
         cli_main(["bench", "--fresh-processes", "-1"])
+    with pytest.raises(SystemExit, match="--rounds must be at least 1"):
+        cli_main(["bench", "--rounds", "0"])
+    assert _parser().parse_args(["bench", "--rounds", "3"]).rounds == 3
+    assert defaults.rounds == 1

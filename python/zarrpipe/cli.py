@@ -51,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up")
     b.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="measure every in-process row in N worker processes (each a warm-up and "
+        "--repeats timed runs), the implementations taking turns round by round in a rotating "
+        "order, so that the machine's drift lands on all of them alike (default 1)",
+    )
+    b.add_argument(
         "--fresh-processes",
         type=int,
         default=0,
@@ -130,6 +139,8 @@ def bench(args: argparse.Namespace) -> int:
         raise SystemExit("zarrpipe bench: --repeats must be at least 1")
     if args.fresh_processes < 0:
         raise SystemExit("zarrpipe bench: --fresh-processes must be 0 (off) or more")
+    if args.rounds < 1:
+        raise SystemExit("zarrpipe bench: --rounds must be at least 1")
     if args.workloads == ["none"]:
         args.workloads = []
         if not args.fresh_processes:
@@ -165,6 +176,7 @@ def bench(args: argparse.Namespace) -> int:
             implementations=args.implementations,
             workloads=args.workloads,
             repeats=args.repeats,
+            rounds=args.rounds,
             threads=threads,
             timeout=args.timeout,
             progress=ProgressBar(),

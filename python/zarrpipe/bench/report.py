@@ -281,8 +281,10 @@ def _not_warm_mib(report: dict, dataset: str) -> float:
 def _header_lines(report: dict) -> list[str]:
     m = report["meta"]
     in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
+    rounds = m.get("rounds", 1)
     runs = (
         f"{m['repeats']} repeats after {m['warmup']} warm-up"
+        + (f" in each of {rounds} rounds" if rounds > 1 else "")
         if in_process
         else "no in-process rows"
     )
@@ -296,6 +298,12 @@ def _header_lines(report: dict) -> list[str]:
             if m.get("cold_skipped")
             else "cold cache: the page cache was dropped (sync; 3 > /proc/sys/vm/drop_caches) "
             "before every timed read"
+        )
+    if in_process and rounds > 1:
+        lines.append(
+            f"rounds: every in-process row measured in {rounds} worker processes, the "
+            "implementations of a dataset and workload taking turns round by round (the order "
+            "rotated each round); a row's figures are over the timed runs of all its rounds"
         )
     if m.get("fresh_processes"):
         lines.append(

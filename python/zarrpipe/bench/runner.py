@@ -188,6 +188,84 @@ def _fresh_rows(
     return out
 
 
+def _in_process_rows(
+    rows: list, impls: dict[str, dict], base: dict, repeats, warmup, rounds, cold_reason, tick
+) -> list[dict]:
+    """The in-process rows: per row a worker process (a warm-up, then `repeats` timed reads)
+    in each of `rounds` rounds. Within a (dataset, workload) the implementations take turns,
+    the order rotated each round, so that the machine's drift over minutes (this project's
+    benchmark VM moves by 20 % and more) lands on all of them alike instead of on whichever
+    ran last. One round is the classic layout: every row once, in order."""
+    groups: dict[tuple, list] = {}
+    for d, w, name in rows:
+        groups.setdefault((d.name, w.name), []).append((d, w, name))
+    out = []
+    for group in groups.values():
+        state = {}
+        for d, w, name in group:
+            row = _row(d, w.name, name, "in-process", base["cold"])
+            info = impls[name]
+            api, no_api = info.get("batch", {}).get(f"{w.level}/{d.inner is not None}", [None, ""])
+            api = api if w.mode == "batch" else None
+            result = None
+            if info.get("status") == "failed":
+                result = {"status": "failed", "reason": f"probe failed: {info['reason']}"}
+            elif not info["available"]:
+                result = {"status": "skipped", "reason": info["reason"]}
+            elif w.mode == "batch" and api is None:
+                result = {"status": "skipped", "reason": no_api}
+            elif cold_reason:
+                result = {"status": "skipped", "reason": cold_reason}
+            state[name] = {"row": row, "api": api, "result": result, "ok": [], "cpu": None}
+        for rnd in range(rounds):
+            k = rnd % len(group)
+            for d, w, name in group[k:] + group[:k]:
+                tick(
+                    f"{name} · {d.name} · {w.name}"
+                    + (f" · round {rnd + 1}/{rounds}" if rounds > 1 else "")
+                )
+                s = state[name]
+                if s["result"] is not None:
+                    continue
+                params = {
+                    **base,
+                    "adapter": impls[name]["spec"],
+                    "dataset": d.name,
+                    "workload": w.name,
+                    "repeats": repeats,
+                    "warmup": warmup,
+                }
+                s["cpu"] = s["cpu"] or OthersCpu()
+                with s["cpu"].interval():
+                    result = spawn(params, base["threads"], base["timeout"])
+                if result.get("status") != "ok":
+                    if rounds > 1:
+                        result = {**result, "reason": f"round {rnd + 1}: {result.get('reason')}"}
+                    s["result"] = result
+                    continue
+                s["ok"].append(result)
+        for d, _w, name in group:
+            s = state[name]
+            row = s["row"]
+            result = s["result"]
+            if result is None:
+                first, last = s["ok"][0], s["ok"][-1]
+                result = {
+                    **last,
+                    "runs": [run for r in s["ok"] for run in r["runs"]],
+                    "baseline_rss": first["baseline_rss"],
+                }
+                if rounds > 1:
+                    row["round_medians_s"] = [
+                        statistics.median(x["seconds"] for x in r["runs"] if not x["warmup"])
+                        for r in s["ok"]
+                    ]
+            if s["cpu"] is not None:
+                row["other_cpu"] = s["cpu"].share
+            out.append(_finish(row, result, d, s["api"]))
+    return out
+
+
 def run(
     datasets: Sequence[Dataset],
     data_dir: str,
@@ -204,6 +282,7 @@ def run(
     cold: bool = False,
     drop_caches_path: str | None = None,
     decode_limits: bool = True,
+    rounds: int = 1,
 ) -> dict:
     """Measures every applicable (dataset, workload, implementation) row; returns the report.
 
@@ -211,7 +290,10 @@ def run(
     `fresh_processes=N` adds a read-all row per (dataset, implementation) from N timed reads,
     each in its own new process. `cold` drops the page cache before every timed read (root
     only; otherwise every row is skipped with the reason). `decode_limits` measures the
-    single-thread decode throughput of each compressed dataset's codec."""
+    single-thread decode throughput of each compressed dataset's codec. `rounds=N` measures
+    each in-process row in N worker processes (each its own warm-up and `repeats` timed
+    reads), the implementations of a (dataset, workload) taking turns round by round in an
+    order rotated each round, and summarizes all their timed reads together."""
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     implementations = list(adapters.REGISTRY if implementations is None else implementations)
     workloads = list(WORKLOADS if workloads is None else workloads)
@@ -224,6 +306,8 @@ def run(
             raise ValueError(f"unknown workload {name!r}; known: {list(WORKLOADS)}")
     if fresh_processes < 0:
         raise ValueError("fresh_processes must be 0 (off) or more")
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
     rows = [
         (d, WORKLOADS[w], i)
         for d in datasets
@@ -234,7 +318,7 @@ def run(
     if only is not None:
         rows = [(d, w, i) for d, w, i in rows if only(d.name, w.name, i)]
     n_fresh = (fresh_processes + 1) * len(implementations) * len(datasets) if fresh_processes else 0
-    total = 1 + (len(datasets) if decode_limits else 0) + len(rows) + n_fresh
+    total = 1 + (len(datasets) if decode_limits else 0) + len(rows) * rounds + n_fresh
     step = 0
 
     def tick(label: str) -> None:
@@ -258,35 +342,7 @@ def run(
         "cold": cold,
         "drop_caches_path": drop_caches_path,
     }
-    out_rows = []
-    for d, w, name in rows:
-        tick(f"{name} · {d.name} · {w.name}")
-        row = _row(d, w.name, name, "in-process", cold)
-        info = impls[name]
-        api, no_api = info.get("batch", {}).get(f"{w.level}/{d.inner is not None}", [None, ""])
-        api = api if w.mode == "batch" else None
-        if info.get("status") == "failed":
-            result = {"status": "failed", "reason": f"probe failed: {info['reason']}"}
-        elif not info["available"]:
-            result = {"status": "skipped", "reason": info["reason"]}
-        elif w.mode == "batch" and api is None:
-            result = {"status": "skipped", "reason": no_api}
-        elif cold_reason:
-            result = {"status": "skipped", "reason": cold_reason}
-        else:
-            params = {
-                **base,
-                "adapter": info["spec"],
-                "dataset": d.name,
-                "workload": w.name,
-                "repeats": repeats,
-                "warmup": warmup,
-            }
-            cpu = OthersCpu()
-            with cpu.interval():
-                result = spawn(params, threads, timeout)
-            row["other_cpu"] = cpu.share
-        out_rows.append(_finish(row, result, d, api))
+    out_rows = _in_process_rows(rows, impls, base, repeats, warmup, rounds, cold_reason, tick)
     if fresh_processes:
         for d in datasets:
             out_rows += _fresh_rows(d, impls, base, fresh_processes, cold_reason, tick)
@@ -306,6 +362,7 @@ def run(
             "python_threads": THREADS,
             "repeats": repeats,
             "warmup": warmup,
+            "rounds": rounds,
             "fresh_processes": fresh_processes,
             "cold": cold,
             "cold_skipped": cold_reason,
