@@ -23,6 +23,7 @@ pub mod read;
 pub mod recycle;
 pub mod remote;
 pub mod remote_read;
+pub mod response_body;
 pub mod rows;
 pub mod scatter;
 pub mod selection;

@@ -15,7 +15,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{
+    ClientOptions, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt, RetryConfig,
+};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
     ListableStorageTraits, MaybeBytes, MaybeBytesIterator, ReadableStorageTraits, StorageError,
@@ -24,6 +26,7 @@ use zarrs::storage::{
 
 use crate::error::{Error, Result};
 use crate::fork::ProcessLock;
+use crate::response_body;
 
 /// Ranges of one value closer than this are fetched in one request (object_store's default).
 const COALESCE_GAP: u64 = 1 << 20;
@@ -144,6 +147,12 @@ pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
         }
         Ok(runtime)
     })
+}
+
+/// A response's whole body, gathered into a reused buffer (see [`crate::response_body`]).
+async fn body(result: GetResult) -> object_store::Result<Bytes> {
+    let len = result.range.end.saturating_sub(result.range.start);
+    response_body::gather(result.into_stream(), len).await
 }
 
 fn storage_error(key: &str, e: object_store::Error) -> Error {
@@ -293,7 +302,7 @@ impl Remote {
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
         let got = match self.store.get(&self.path(key)).await {
-            Ok(r) => r.bytes().await,
+            Ok(r) => body(r).await,
             Err(e) => Err(e),
         };
         match got {
@@ -365,7 +374,15 @@ impl Remote {
                         None => None,
                     };
                     self.counts.gets.fetch_add(1, Ordering::Relaxed);
-                    (j, self.store.get_range(path, r.clone()).await)
+                    let options = GetOptions {
+                        range: Some(GetRange::Bounded(r.clone())),
+                        ..GetOptions::default()
+                    };
+                    let got = match self.store.get_opts(path, options).await {
+                        Ok(result) => body(result).await,
+                        Err(e) => Err(e),
+                    };
+                    (j, got)
                 }
             })
             .collect();
@@ -401,7 +418,6 @@ impl Remote {
         at_end: bool,
         len: u64,
     ) -> Result<Option<(Bytes, u64)>> {
-        use object_store::{GetOptions, GetRange};
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
         let range = if at_end {
             GetRange::Suffix(len)
