@@ -92,7 +92,9 @@ def chart(report: dict, path: str) -> str | None:
     )
     m = report["meta"]
     in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
-    medians = [f"of {m['repeats']} runs"] if in_process else []
+    rounds = m.get("rounds", 1)
+    runs = f"of {m['repeats'] * rounds} runs" + (f" in {rounds} rounds" if rounds > 1 else "")
+    medians = [runs] if in_process else []
     if m.get("fresh_processes"):
         medians.append(f"of {m['fresh_processes']} fresh processes ('all (fresh)')")
     cold = ", cold cache" if m.get("cold") else ""
