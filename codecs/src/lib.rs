@@ -14,6 +14,7 @@ pub mod fork;
 pub mod gather;
 pub mod harden;
 pub mod hierarchy;
+pub mod kept_buffers;
 pub mod numpy_type;
 pub mod pick;
 pub mod plan;

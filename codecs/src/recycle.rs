@@ -18,16 +18,14 @@
 
 use std::sync::OnceLock;
 
-use crate::fork::{forked, ProcessLock};
+use crate::kept_buffers::KeptBuffers;
 
 /// Smaller buffers are cheap to allocate (and the allocator may reuse them anyway).
 pub const MIN_BYTES: usize = 32 << 20;
 /// The default limit: at most this much, and at most an eighth of physical memory.
 const DEFAULT_LIMIT: usize = 2 << 30;
 
-static POOL: ProcessLock<Vec<Vec<u8>>> = ProcessLock::new(Vec::new());
-/// The process the pool belongs to (set at its first use).
-static OWNER: OnceLock<u32> = OnceLock::new();
+static POOL: KeptBuffers = KeptBuffers::new();
 
 /// The most bytes the pool keeps.
 #[must_use]
@@ -61,44 +59,22 @@ fn physical_memory() -> usize {
     0
 }
 
-fn usable() -> bool {
-    !forked(*OWNER.get_or_init(std::process::id))
-}
-
 /// Keeps `buf` for a later read of `buf.capacity()` bytes (its contents do not matter), or
 /// frees it when it is small, too large for the pool, or recycling is off.
-pub fn give(mut buf: Vec<u8>) {
-    let size = buf.capacity();
-    let limit = limit();
-    if size < MIN_BYTES || size > limit || !usable() {
+pub fn give(buf: Vec<u8>) {
+    if buf.capacity() < MIN_BYTES {
         return;
     }
-    buf.clear();
-    let pushed_out = POOL.with(|pool| {
-        pool.push(buf);
-        let mut total: usize = pool.iter().map(Vec::capacity).sum();
-        let mut out = Vec::new();
-        while total > limit {
-            let oldest = pool.remove(0);
-            total -= oldest.capacity();
-            out.push(oldest);
-        }
-        out
-    });
-    // Freed outside the lock: unmapping a GiB takes a while.
-    drop(pushed_out);
+    POOL.keep(buf, limit());
 }
 
 /// A kept buffer with room for exactly `len` bytes (and length 0), its pages faulted in.
 #[must_use]
 pub fn take(len: usize) -> Option<Vec<u8>> {
-    if len < MIN_BYTES || !usable() {
+    if len < MIN_BYTES {
         return None;
     }
-    POOL.with(|pool| {
-        let at = pool.iter().rposition(|b| b.capacity() == len)?;
-        Some(pool.swap_remove(at))
-    })
+    POOL.take(|capacity| capacity == len)
 }
 
 #[cfg(test)]

@@ -11,12 +11,10 @@
 //! Bounded: only buffers of at least [`MIN_BYTES`] are kept, [`keep_bytes`] in all (the
 //! oldest go first). A forked child never touches its parent's buffers.
 
-use std::sync::OnceLock;
-
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
-use crate::fork::{forked, ProcessLock};
+use crate::kept_buffers::KeptBuffers;
 
 /// Smaller bodies come from the allocator's own free lists, already faulted in.
 pub const MIN_BYTES: usize = 1 << 20;
@@ -27,9 +25,7 @@ const KEEP_AT_MOST: usize = 256 << 20;
 /// bytes arrive, so a length header alone cannot make the process allocate it.
 const RESERVE_AT_MOST: usize = 256 << 20;
 
-static POOL: ProcessLock<Vec<Vec<u8>>> = ProcessLock::new(Vec::new());
-/// The process the kept buffers belong to (set at first use).
-static OWNER: OnceLock<u32> = OnceLock::new();
+static POOL: KeptBuffers = KeptBuffers::new();
 
 /// The most bytes kept: an eighth of what [`crate::recycle`] may keep of outputs, at most
 /// [`KEEP_AT_MOST`], so `ZARRPIPE_RECYCLE_BYTES` bounds both (`0`: keep nothing).
@@ -38,21 +34,11 @@ pub fn keep_bytes() -> usize {
     (crate::recycle::limit() / 8).min(KEEP_AT_MOST)
 }
 
-fn usable() -> bool {
-    !forked(*OWNER.get_or_init(std::process::id))
-}
-
 /// An empty buffer with room for `len` bytes: the smallest kept one that fits, or a new one.
 fn take(len: usize) -> Vec<u8> {
     let len = len.min(RESERVE_AT_MOST);
-    if len >= MIN_BYTES && usable() {
-        let kept = POOL.with(|pool| {
-            let (at, _) = (pool.iter().enumerate())
-                .filter(|(_, b)| b.capacity() >= len)
-                .min_by_key(|(_, b)| b.capacity())?;
-            Some(pool.swap_remove(at))
-        });
-        if let Some(buf) = kept {
+    if len >= MIN_BYTES {
+        if let Some(buf) = POOL.take(|capacity| capacity >= len) {
             return buf;
         }
     }
@@ -69,25 +55,11 @@ fn take(len: usize) -> Vec<u8> {
     buf
 }
 
-/// Keeps `buf` for a later body, or frees it (small, too large, or in a forked child).
-fn give(mut buf: Vec<u8>) {
-    let keep = keep_bytes();
-    if buf.capacity() < MIN_BYTES || buf.capacity() > keep || !usable() {
-        return;
+/// Keeps `buf` for a later body, or frees it (small, or too large).
+fn give(buf: Vec<u8>) {
+    if buf.capacity() >= MIN_BYTES {
+        POOL.keep(buf, keep_bytes());
     }
-    buf.clear();
-    let pushed_out = POOL.with(|pool| {
-        pool.push(buf);
-        let mut total: usize = pool.iter().map(Vec::capacity).sum();
-        let mut out = Vec::new();
-        while total > keep {
-            let oldest = pool.remove(0);
-            total -= oldest.capacity();
-            out.push(oldest);
-        }
-        out
-    });
-    drop(pushed_out);
 }
 
 /// A body's buffer, handed back by the last `Bytes` that refers to it.
