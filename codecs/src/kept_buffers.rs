@@ -50,13 +50,13 @@ impl KeptBuffers {
     }
 
     /// Takes the kept buffer of the smallest capacity that `fits` accepts (empty, its
-    /// capacity untouched), if there is one.
+    /// capacity untouched), the last kept of those that tie, if there is one.
     pub fn take(&self, fits: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
         if !self.usable() {
             return None;
         }
         self.buffers.with(|kept| {
-            let (at, _) = (kept.iter().enumerate())
+            let (at, _) = (kept.iter().enumerate().rev())
                 .filter(|(_, b)| fits(b.capacity()))
                 .min_by_key(|(_, b)| b.capacity())?;
             Some(kept.swap_remove(at))
@@ -87,5 +87,10 @@ mod tests {
         kept.keep(Vec::with_capacity(2000), 1000); // over the limit by itself: freed
         assert!(kept.take(|c| c >= 1000).is_none());
         assert_eq!(kept.take(|_| true).map(|b| b.capacity()), Some(400));
+        let (first, second) = (Vec::with_capacity(50), Vec::with_capacity(50));
+        let second_at = second.as_ptr();
+        kept.keep(first, 1000);
+        kept.keep(second, 1000);
+        assert_eq!(kept.take(|c| c == 50).map(|b| b.as_ptr()), Some(second_at));
     }
 }
