@@ -97,14 +97,16 @@ impl AlignedOutput {
 
 /// The whole allocation of a read's output taken back from its last holder (its contents
 /// dropped), for [`crate::recycle`]; `None` if `owned` is not a read's output (whose
-/// allocation is its length plus less than [`OUTPUT_ALIGN`] bytes of slack).
+/// allocation is its length plus less than [`OUTPUT_ALIGN`] bytes, or a kept buffer that
+/// served that request: at most an eighth more).
 #[must_use]
 pub fn allocation_of(mut owned: BytesMut) -> Option<Vec<u8>> {
     let len = owned.len();
     // Emptied first, so taking the allocation copies nothing to its front.
     owned.clear();
     let v = Vec::from(owned);
-    (v.capacity() >= len && v.capacity() - len < OUTPUT_ALIGN).then_some(v)
+    let most = crate::recycle::largest_fit(len + OUTPUT_ALIGN - 1);
+    (v.capacity() >= len && v.capacity() <= most).then_some(v)
 }
 
 /// A fresh copy of `data`.

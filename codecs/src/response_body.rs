@@ -38,7 +38,7 @@ pub fn keep_bytes() -> usize {
 fn take(len: usize) -> Vec<u8> {
     let len = len.min(RESERVE_AT_MOST);
     if len >= MIN_BYTES {
-        if let Some(buf) = POOL.take(|capacity| capacity >= len) {
+        if let Some(buf) = POOL.take(len..) {
             return buf;
         }
     }
