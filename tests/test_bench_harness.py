@@ -495,3 +495,17 @@ def test_cli_bench_options():
         cli_main(["bench", "--rounds", "0"])
     assert _parser().parse_args(["bench", "--rounds", "3"]).rounds == 3
     assert defaults.rounds == 1
+
+
+def test_the_chart_title_counts_the_runs_of_every_round():
+    from zarrpipe.bench.chart import title
+
+    def meta(**extra):
+        return {"repeats": 2, "size": "full", "threads": 2, **extra}
+
+    in_process = [{"mode": "in-process"}]
+    assert "median of 6 runs in 3 rounds" in title({"meta": meta(rounds=3), "rows": in_process})
+    assert "median of 2 runs (" in title({"meta": meta(), "rows": in_process})
+    fresh = title({"meta": meta(fresh_processes=10, cold=True), "rows": [{"mode": "fresh"}]})
+    assert "median of 10 fresh processes" in fresh and "runs" not in fresh.split("(")[0]
+    assert "cold cache" in fresh

@@ -12,6 +12,22 @@ def _label(r: dict) -> str:
     return FRESH if r.get("mode") == "fresh-process" else r["workload"]
 
 
+def title(report: dict) -> str:
+    """The chart's title: what each bar's median is over (every timed read of every round)."""
+    m = report["meta"]
+    in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
+    rounds = m.get("rounds", 1)
+    runs = f"of {m['repeats'] * rounds} runs" + (f" in {rounds} rounds" if rounds > 1 else "")
+    medians = [runs] if in_process else []
+    if m.get("fresh_processes"):
+        medians.append(f"of {m['fresh_processes']} fresh processes ('all (fresh)')")
+    cold = ", cold cache" if m.get("cold") else ""
+    return (
+        f"zarrpipe bench: decoded MB/s, median {' / '.join(medians)} (bars: slowest to "
+        f"fastest run; {m['size']} mode, {m['threads']} decode threads{cold})"
+    )
+
+
 def chart(report: dict, path: str) -> str | None:
     """Writes a PNG of MB/s per workload per implementation; returns why not, or None."""
     try:
@@ -90,20 +106,7 @@ def chart(report: dict, path: str) -> str | None:
         bbox_to_anchor=(0.5, top + 0.3 / fig.get_figheight()),
         frameon=False,
     )
-    m = report["meta"]
-    in_process = any(r.get("mode", "in-process") == "in-process" for r in report["rows"])
-    rounds = m.get("rounds", 1)
-    runs = f"of {m['repeats'] * rounds} runs" + (f" in {rounds} rounds" if rounds > 1 else "")
-    medians = [runs] if in_process else []
-    if m.get("fresh_processes"):
-        medians.append(f"of {m['fresh_processes']} fresh processes ('all (fresh)')")
-    cold = ", cold cache" if m.get("cold") else ""
-    fig.suptitle(
-        f"zarrpipe bench: decoded MB/s, median {' / '.join(medians)} (bars: slowest to "
-        f"fastest run; {m['size']} mode, {m['threads']} decode threads{cold})",
-        y=0.995,
-        fontsize=9,
-    )
+    fig.suptitle(title(report), y=0.995, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)
