@@ -15,6 +15,7 @@ pub mod gather;
 pub mod harden;
 pub mod hierarchy;
 pub mod kept_buffers;
+pub mod local_read;
 pub mod numpy_type;
 pub mod pick;
 pub mod plan;

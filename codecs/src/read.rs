@@ -695,8 +695,9 @@ fn read_zstd_streamed(
     sink.finish().map_err(|e| DecodeError::from(e).at(key))
 }
 
-/// Bytes per file read when streaming an uncompressed chunk into place.
-const RAW_PIECE: usize = 1 << 20;
+/// Bytes per file read when streaming an uncompressed chunk into place: few enough that the
+/// kernel copies them into a buffer in cache (see `local_read`).
+const RAW_PIECE: usize = crate::local_read::CACHED_READ;
 
 /// An uncompressed chunk: read from the file straight into the output when it lands there
 /// whole and contiguous, else streamed through a small buffer into place. Either way no

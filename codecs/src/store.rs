@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use crate::decode::placement::RawTarget;
 use crate::decode::scratch::Scratch;
 use crate::decode::sharding::ByteSource;
 use crate::error::{Error, Result};
+use crate::local_read;
 use crate::remote::{Remote, RemoteSettings, RemoteStorage};
 
 /// Encoded bytes of one stored value.
@@ -330,9 +331,18 @@ impl Store {
                     return Err(too_big(len));
                 }
                 let mut buf = Scratch::new();
+                buf.clear();
                 try_room_for(&mut buf, len as usize, &format!("reading {key:?}"))?;
-                file.take(limit + 1)
-                    .read_to_end(&mut buf)
+                // SAFETY: `try_room_for` reserved `len` bytes in the empty buffer.
+                let n =
+                    unsafe { local_read::read_at_most(&file, 0, buf.as_mut_ptr(), len as usize) }
+                        .map_err(|e| Error::storage(key, e))?;
+                // SAFETY: the first `n <= len` reserved bytes were written.
+                unsafe { buf.set_len(n) };
+                // Whatever a writer appended since the length was taken, up to the limit.
+                (&file)
+                    .seek(SeekFrom::Start(n as u64))
+                    .and_then(|_| (&file).take(limit + 1 - n as u64).read_to_end(&mut buf))
                     .map_err(|e| Error::storage(key, e))?;
                 if buf.len() as u64 > limit {
                     return Err(too_big(buf.len() as u64));
@@ -481,37 +491,14 @@ impl ByteSource for LocalRanged {
     }
 
     fn read_to(&self, offset: u64, target: &RawTarget) -> Result<()> {
-        // pread(2) through the raw pointer: the target may be uninitialised output memory,
-        // which must not be made into a `&mut [u8]`.
-        let mut done = 0usize;
-        while done < target.len {
-            let at = libc::off_t::try_from(offset + done as u64)
-                .map_err(|_| Error::corrupt(&self.key, "offset too large"))?;
-            // SAFETY: `target.ptr + done .. target.ptr + target.len` is writable
-            // (RawTarget's contract), and the kernel writes at most the count we pass.
-            let n = unsafe {
-                libc::pread(
-                    std::os::fd::AsRawFd::as_raw_fd(&self.file),
-                    target.ptr.add(done).cast(),
-                    target.len - done,
-                    at,
-                )
-            };
-            match n {
-                0 => {
-                    return Err(Error::corrupt(
-                        &self.key,
-                        "stored value ended early (truncated while reading?)",
-                    ));
-                }
-                n if n > 0 => done += n as usize,
-                _ => {
-                    let err = std::io::Error::last_os_error();
-                    if err.kind() != ErrorKind::Interrupted {
-                        return Err(Error::storage(&self.key, err));
-                    }
-                }
-            }
+        // SAFETY: `target` is writable and unread meanwhile (RawTarget's contract).
+        let n = unsafe { local_read::read_at_most(&self.file, offset, target.ptr, target.len) }
+            .map_err(|e| Error::storage(&self.key, e))?;
+        if n < target.len {
+            return Err(Error::corrupt(
+                &self.key,
+                "stored value ended early (truncated while reading?)",
+            ));
         }
         Ok(())
     }

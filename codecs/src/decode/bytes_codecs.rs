@@ -287,8 +287,9 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
     })
 }
 
-/// Bytes of a stored zstd chunk read from its file at a time by [`zstd_stream_read`].
-const INPUT_PIECE: usize = 1 << 20;
+/// Bytes of a stored zstd chunk read from its file at a time by [`zstd_stream_read`]: few
+/// enough that the kernel copies them into a buffer in cache (see `local_read`).
+const INPUT_PIECE: usize = crate::local_read::CACHED_READ;
 
 /// Decompresses `len` bytes of zstd frames that `fill(offset, buf)` reads from a file piece
 /// by piece into `sink`: the file's bytes pass through a buffer that stays in cache, where
