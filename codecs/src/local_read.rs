@@ -11,8 +11,8 @@
 //! distance now go through a small buffer of this thread, placed where both the kernel's
 //! copy and `memmove`'s are fast (smaller destinations stay in cache, where the distance
 //! does not matter). With the pieces streamed from files also cut to 128 KiB, the 1 GiB
-//! read-all went from 0.254 to 0.086–0.100 s uncompressed, 0.31 to 0.245 s blosc, 1.07 to
-//! 0.96–1.02 s zstd and 1.02 to 0.955 s sharded zstd.
+//! read-all went from 0.26 to 0.09–0.10 s uncompressed, 0.31 to 0.25 s blosc, 1.07–1.08 to
+//! 0.97–1.02 s zstd and 1.02–1.05 to 0.96 s sharded zstd.
 
 use std::cell::RefCell;
 use std::fs::File;
