@@ -91,7 +91,6 @@ def test_a_truncated_chunk_is_an_error_that_names_it(tmp_path, source):
     chunk = tmp_path / "t" / "c" / "2" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[: 300 * 1024])
     array = zarrpipe.Store(root).open_array("")
-    with pytest.raises(Exception, match="c/2/0/0") as info:
-        out, _ = buffer_at(SHAPE, 16)
+    out, _ = buffer_at(SHAPE, 16)
+    with pytest.raises(zarrpipe.DecodeError, match=r"c/2/0/0.*307200 bytes, expected 524288"):
         array.read_into((...,), out)
-    assert "307200" in str(info.value) or "ended early" in str(info.value)

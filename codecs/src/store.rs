@@ -6,7 +6,6 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -483,10 +482,13 @@ impl ByteSource for LocalRanged {
 
     fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
         let mut buf = crate::buffer::try_with_capacity(len as usize, &self.key)?;
-        buf.resize(len as usize, 0);
-        self.file
-            .read_exact_at(&mut buf, offset)
-            .map_err(|e| Error::storage(&self.key, e))?;
+        let target = RawTarget {
+            ptr: buf.as_mut_ptr(),
+            len: len as usize,
+        };
+        self.read_to(offset, &target)?;
+        // SAFETY: `read_to` wrote all `len` bytes of the reserved capacity (or failed).
+        unsafe { buf.set_len(len as usize) };
         Ok(Cow::Owned(buf))
     }
 
