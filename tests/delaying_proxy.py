@@ -29,7 +29,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
-BLOCK = 64 * 1024  # bytes sent between two pacing decisions
+# Bytes relayed between two pacing decisions (2 ms at 1000 Mbit/s), through one reused
+# buffer: the proxy shares the cores with the reader being measured, and a real network's
+# copies cost the client nothing, so the relay copies each byte once (`readinto1`, then
+# `sendall` of a view) rather than into fresh `bytes` and slices of them.
+BLOCK = 256 * 1024
 STATS_PATH = "/__proxy__/stats"
 
 
@@ -221,15 +225,23 @@ class DelayingProxy:
                 break
         headers = _headers(head)
         pace = _Link(self.bandwidth_mbps)
+        buf = memoryview(bytearray(BLOCK))
 
-        def send(data: bytes) -> None:
-            for i in range(0, len(data), BLOCK):
-                block = data[i : i + BLOCK]
-                pace.send(len(block))
-                self.link.send(len(block))
-                client.sendall(block)
-            with self.lock:
-                self.body_bytes += len(data)
+        def relay(left: int | None) -> None:
+            """Forwards `left` body bytes (None: up to the end of the stream), paced."""
+            while left is None or left:
+                n = upin.readinto1(buf if left is None else buf[: min(left, BLOCK)])
+                if not n:
+                    if left is None:
+                        return
+                    raise ConnectionError("upstream closed inside a response body")
+                pace.send(n)
+                self.link.send(n)
+                client.sendall(buf[:n])
+                with self.lock:
+                    self.body_bytes += n
+                if left is not None:
+                    left -= n
 
         keep = headers.get("connection", "").lower() != "close"
         if head_only or status in (204, 304):
@@ -245,19 +257,12 @@ class DelayingProxy:
                         client.sendall(line)
                         if line in (b"\r\n", b"\n", b""):
                             return keep
-                send(upin.read(size))
+                relay(size)
                 client.sendall(upin.read(2))
         if "content-length" in headers:
-            left = int(headers["content-length"])
-            while left:
-                data = upin.read(min(left, BLOCK))
-                if not data:
-                    raise ConnectionError("upstream closed inside a response body")
-                send(data)
-                left -= len(data)
+            relay(int(headers["content-length"]))
             return keep
-        while data := upin.read1(BLOCK):  # no length: the body ends with the connection
-            send(data)
+        relay(None)  # no length: the body ends with the connection
         return False
 
 

@@ -111,6 +111,39 @@ def test_request_bodies_and_chunked_responses_pass_whole():
         c.close()
 
 
+class _Unframed(BaseHTTPRequestHandler):
+    """Answers a GET with a body that has no length: it ends when the connection does."""
+
+    protocol_version = "HTTP/1.0"
+    body = np.random.default_rng(1).integers(0, 256, 700_001, dtype=np.uint8).tobytes()
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        for i in range(0, len(self.body), 90_000):  # in pieces, as a network delivers it
+            self.wfile.write(self.body[i : i + 90_000])
+
+
+def test_a_body_without_length_passes_whole_until_the_connection_ends():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unframed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    upstream = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with DelayingProxy(upstream, **SLOW) as endpoint:
+            c = connect(endpoint)
+            c.request("GET", "/unframed")
+            r = c.getresponse()
+            got = (r.status, r.getheader("Content-Length"), r.read())
+            assert got == (200, None, _Unframed.body)
+            c.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_zarrpipe_reads_s3_through_the_proxy_process(tmp_path):
     pytest.importorskip("boto3")
     zarrpipe = pytest.importorskip("zarrpipe")
