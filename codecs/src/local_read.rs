@@ -6,14 +6,15 @@
 //! pread(2) of the benchmark's 32 MiB chunk files into a 1 GiB buffer on the benchmark
 //! machine (a 2-core AMD EPYC VM, Linux 6.18): 2.6–2.7 GB/s when the destination's address
 //! minus the file offset was 1–24 bytes modulo 4096, 6.4–8.1 GB/s at the other distances
-//! tried (0 and fifteen from 32 to 4095). glibc places large buffers 16 bytes into a page, so reading a file
-//! from its start into a fresh `Vec` hit exactly that. Reads at such a distance now go
-//! through a small buffer of this thread, placed where both the kernel's copy and
-//! `memmove`'s are fast. With the pieces streamed from files also cut to 128 KiB, the 1 GiB
-//! read-all went from 0.26 to 0.09–0.10 s uncompressed, 0.31 to 0.25 s blosc, 1.07–1.08 to
-//! 0.97–1.02 s zstd and 1.02–1.05 to 0.96 s sharded zstd. Small reads bounce too: a 128 KiB
-//! piece read straight into the start of a pooled buffer that a blosc read had left (20 MiB,
-//! 16 bytes into a page) kept the uncompressed read-all at 0.25 s instead of 0.10 s.
+//! tried (0 and fifteen from 32 to 4095). glibc places large buffers 16 bytes into a page,
+//! so reading a file from its start into a fresh `Vec` hit exactly that. Reads at such a
+//! distance now go through a small buffer of this thread, placed where both the kernel's
+//! copy and `memmove`'s are fast. With the pieces streamed from files also cut to 128 KiB,
+//! the 1 GiB read-all went from 0.26 to 0.09–0.10 s uncompressed, 0.31 to 0.25 s blosc,
+//! 1.07–1.08 to 0.97–1.02 s zstd and 1.02–1.05 to 0.96 s sharded zstd. Small reads bounce
+//! too: a 128 KiB piece read straight into the start of a pooled buffer that a blosc read
+//! had left (20 MiB, 16 bytes into a page) kept the uncompressed read-all at 0.25 s instead
+//! of 0.10 s.
 
 use std::cell::RefCell;
 use std::fs::File;
