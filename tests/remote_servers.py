@@ -81,6 +81,8 @@ class Faults:
         self.drop_next = 0  # send half a body, then close, for the next N GETs with a body
         self.drop_from = 0  # bodies of at least this many bytes only (0: any)
         self.delay = 0.0  # seconds to sleep before answering
+        self.bytes_per_s = 0.0  # send bodies at most this fast (0: at once)
+        self.ranges_from: Path | None = None  # answer range requests from this root instead
         self.requests = 0
 
     def take(self, attr: str) -> bool:
@@ -138,10 +140,12 @@ def _handler(root: Path, faults: Faults) -> type[SimpleHTTPRequestHandler]:
             if path is None:
                 self.send_error(404)
                 return
+            header = self.headers.get("Range")
+            if header and faults.ranges_from is not None:  # another version of the files
+                path = faults.ranges_from / path.relative_to(Path(self.directory))
             data = path.read_bytes()
             start, end = 0, len(data)
             status = 200
-            header = self.headers.get("Range")
             if header and header.startswith("bytes="):
                 first, _, last = header[6:].partition("-")
                 if first == "":  # suffix
@@ -170,7 +174,14 @@ def _handler(root: Path, faults: Faults) -> type[SimpleHTTPRequestHandler]:
                 with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
                 return
-            self.wfile.write(body)
+            rate, piece = faults.bytes_per_s, 64 * 1024
+            if not rate:
+                self.wfile.write(body)
+                return
+            for at in range(0, len(body), piece):
+                self.wfile.write(body[at : at + piece])
+                self.wfile.flush()
+                time.sleep(piece / rate)
 
     return Handler
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{
@@ -315,6 +316,32 @@ impl Remote {
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(storage_error(key, e)),
         }
+    }
+
+    /// The value at `key` as it arrives: its length and its body's frames (the bytes are
+    /// counted as they come); `None` if it does not exist.
+    pub async fn get_stream(
+        &self,
+        key: &str,
+    ) -> Result<Option<(u64, BoxStream<'_, Result<Bytes>>)>> {
+        self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        let result = match self.store.get(&self.path(key)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(storage_error(key, e)),
+        };
+        let len = result.range.end.saturating_sub(result.range.start);
+        let key = key.to_owned();
+        let frames = result.into_stream().map(move |frame| match frame {
+            Ok(bytes) => {
+                self.counts
+                    .bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Ok(bytes)
+            }
+            Err(e) => Err(storage_error(&key, e)),
+        });
+        Ok(Some((len, frames.boxed())))
     }
 
     /// The bytes of `ranges` of the value at `key`, in order; `None` if it does not exist.

@@ -1,18 +1,22 @@
 //! Reading a plan from an object store: chunks (and inner chunks of shards) found in the
 //! chunk cache are placed at once; every other stored chunk is fetched concurrently on the
 //! I/O runtime and decoded on the rayon pool as soon as it arrives. A shard the read needs
-//! whole is one request, unless it is large and the read has request slots to spare; a
-//! shard read in part (or a large one) costs one request for its index, then one per run of
+//! whole is one request (with the read's slots to spare, its inner chunks are decoded as they
+//! arrive, and a slow one gets its index in a second request alongside), unless it is large;
+//! a shard read in part (or a large one) costs one request for its index, then one per run of
 //! nearby inner chunks, runs of at most `MAX_REQUEST` fetched in parallel. The pool thread
 //! that waits for the network decodes whatever has arrived and blocks only when there is
 //! nothing to decode.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::mpsc::{channel, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::future::Fuse;
+use futures::{FutureExt, StreamExt};
 
 use crate::array::Array;
 use crate::cache::ChunkCache;
@@ -25,19 +29,31 @@ use crate::error::{Error, Result};
 use crate::plan::ChunkPlan;
 use crate::read::{decode_entry, scatter_entry, stored_limit, CacheSlot};
 use crate::remote::{runtime, InFlight, Remote, MAX_REQUEST};
+use crate::response_body::Arriving;
 
 /// What to fetch for one plan item.
 enum Want {
     /// A whole chunk.
     Chunk { slot: Option<CacheSlot> },
-    /// Inner chunks of a shard, each for a plan item (all of them when `whole`: one
-    /// request for the shard, unless `split`: its index, then its ranges in parallel).
-    /// Plan items reading parts of the same shard share one.
+    /// Inner chunks of a shard, each for a plan item (all of them when `whole` says how
+    /// the shard is fetched; otherwise its index, then runs of nearby inner chunks). Plan
+    /// items reading parts of the same shard share one.
     Inner {
         parts: Vec<Part>,
-        whole: bool,
-        split: bool,
+        whole: Option<WholeShard>,
     },
+}
+
+/// How a shard the read needs whole is fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WholeShard {
+    /// In one request, decoded once all of it is in.
+    OneRequest,
+    /// In one request, with its index (if stored at the end) in another alongside, so that
+    /// each inner chunk is decoded as soon as its bytes are in.
+    Streamed,
+    /// Its index, then ranges of at most `MAX_REQUEST` in parallel.
+    Split,
 }
 
 /// An inner chunk to read for plan item `plan`.
@@ -116,8 +132,7 @@ pub fn read_remote(
                                 .product::<u64>();
                     fetches.push(fetch(Want::Inner {
                         parts,
-                        whole,
-                        split: false,
+                        whole: whole.then_some(WholeShard::OneRequest),
                     }));
                 }
             }
@@ -141,7 +156,7 @@ pub fn read_remote(
     }
     let mut fetches = one_fetch_per_shard(fetches);
     let concurrency = remote.settings.concurrency.max(1);
-    split_large_shards(&mut fetches, concurrency, target.elem);
+    choose_whole_shard_fetches(&mut fetches, concurrency, target.elem);
 
     let (tx, rx) = channel::<Result<Piece>>();
     let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
@@ -256,21 +271,35 @@ fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>, cache: Option<&ChunkCac
 /// at one request's rate.
 const SPLIT_SHARDS_FROM: u64 = 4 * MAX_REQUEST;
 
-/// Lets large whole shards go through their index and parallel ranges when the read has
-/// request slots to spare (with as many shards as slots, every slot is busy already and the
-/// index requests would only add round trips).
-fn split_large_shards(fetches: &mut [Fetch], concurrency: usize, elem: usize) {
+/// Shards of at least this many decoded bytes (and below [`SPLIT_SHARDS_FROM`]), read whole,
+/// are streamed: decoding the ones that arrived first overlaps the transfer of the rest,
+/// which is worth the extra request for the index once a shard is more than a few inner
+/// chunks.
+const STREAM_SHARDS_FROM: u64 = 2 << 20;
+
+/// Picks how each whole shard is fetched, when the read has request slots to spare (with as
+/// many shards as slots, every slot is busy already, the shards arrive one after another,
+/// and index requests would only add round trips): large ones split into ranges, mid-sized
+/// ones streamed with their index alongside. A streamed shard takes two requests at once,
+/// so streaming needs two slots per shard.
+fn choose_whole_shard_fetches(fetches: &mut [Fetch], concurrency: usize, elem: usize) {
     if fetches.len() >= concurrency {
         return;
     }
+    let stream = fetches.len() * 2 <= concurrency;
     for f in fetches {
         if let Want::Inner {
-            whole: true, split, ..
+            whole: Some(how), ..
         } = &mut f.want
         {
             let decoded = (f.placement.chunk_shape.iter())
                 .try_fold(elem as u64, |bytes, &d| bytes.checked_mul(d));
-            *split = decoded.is_none_or(|bytes| bytes >= SPLIT_SHARDS_FROM);
+            *how = match decoded {
+                None => WholeShard::Split,
+                Some(b) if b >= SPLIT_SHARDS_FROM => WholeShard::Split,
+                Some(b) if stream && b >= STREAM_SHARDS_FROM => WholeShard::Streamed,
+                Some(_) => WholeShard::OneRequest,
+            };
         }
     }
 }
@@ -303,11 +332,7 @@ async fn fetch_one(
                 bytes,
             }))
         }
-        Want::Inner {
-            parts,
-            whole,
-            split,
-        } => {
+        Want::Inner { parts, whole } => {
             let spec = chain
                 .plain_sharding()
                 .ok_or_else(|| Error::Internal("inner chunks of an unsharded array".into()))?;
@@ -323,7 +348,26 @@ async fn fetch_one(
                 slot,
                 bytes,
             };
-            if whole && !split {
+            if whole == Some(WholeShard::Streamed) {
+                let fetched = fetch_streamed(
+                    remote,
+                    spec,
+                    &f.key,
+                    n,
+                    parts,
+                    limit,
+                    limit_whole,
+                    |p, b| deliver(piece(p, b)),
+                )
+                .await?;
+                return Ok(match fetched {
+                    Inner::Delivered(go_on) => go_on,
+                    Inner::Missing(parts) => missing_shard(&f.key, &inner_chain, parts)
+                        .into_iter()
+                        .all(deliver),
+                });
+            }
+            if whole == Some(WholeShard::OneRequest) {
                 let shard = {
                     let _slot = limit.slot().await;
                     remote.get(&f.key).await?
@@ -344,7 +388,7 @@ async fn fetch_one(
                 }));
             }
             // A shard read whole is held to the same size limit either way.
-            let shard_limit = whole.then_some(limit_whole);
+            let shard_limit = whole.is_some().then_some(limit_whole);
             let fetched = fetch_inner(
                 remote,
                 spec,
@@ -437,6 +481,161 @@ async fn fetch_inner(
     }
 }
 
+/// Fetches a whole shard in one request and hands each of its inner chunks `parts` to
+/// `deliver` as soon as its bytes are in. The index is read from the body's start; stored at
+/// the end, it is fetched by a second request if the body arrives slowly enough for that to
+/// pay (see [`worth_asking_for_index`]), else read once the body is in. If the two requests
+/// saw different versions of the shard, the read fails rather than mix them.
+#[allow(clippy::too_many_arguments)]
+async fn fetch_streamed(
+    remote: &Remote,
+    spec: &Sharding,
+    key: &str,
+    n: u64,
+    parts: Vec<Part>,
+    limit: &InFlight,
+    shard_limit: u64,
+    mut deliver: impl FnMut(Part, Option<Bytes>) -> bool,
+) -> Result<Inner> {
+    let index_len = spec.index_len(n);
+    let _slot = limit.slot().await;
+    let asked_at = Instant::now();
+    let Some((shard_len, frames)) = remote.get_stream(key).await? else {
+        return Ok(Inner::Missing(parts));
+    };
+    let round_trip = asked_at.elapsed();
+    let len = usize::try_from(shard_len)
+        .ok()
+        .filter(|_| shard_len <= shard_limit)
+        .ok_or_else(|| {
+            Error::corrupt(
+                key,
+                format!("stored value is {shard_len} bytes, more than any encoding of the chunk"),
+            )
+        })?;
+    if shard_len < index_len {
+        return Err(Error::corrupt(
+            key,
+            format!("shard is {shard_len} bytes, shorter than its {index_len}-byte index"),
+        ));
+    }
+    let mut frames = frames.fuse();
+    let mut body = Arriving::new(len);
+    let body_from = Instant::now();
+    // The index request, once made. It takes no request slot of its own: shards are
+    // streamed only when the read has two slots for each (`choose_whole_shard_fetches`).
+    let mut index_request = Fuse::terminated();
+    let mut asked = !spec.index_at_end;
+    // The index from the other request, if it came back (for a shard of this length).
+    let mut early: Option<Bytes> = None;
+    let mut parts = Some(parts);
+    // Once the index is known: the stored inner chunks still to hand over, the one that
+    // ends first last, each with its byte range.
+    let mut waiting: Option<Vec<(Range<u64>, Part)>> = None;
+    let mut used_early = false;
+    loop {
+        let filled = body.filled() as u64;
+        if waiting.is_none() {
+            let raw = if let Some(raw) = &early {
+                used_early = true;
+                Some(raw.clone())
+            } else if !spec.index_at_end && filled >= index_len {
+                Some(body.head().slice(..index_len as usize))
+            } else if body.is_complete() {
+                Some(body.head().slice(len - index_len as usize..))
+            } else {
+                None
+            };
+            if let Some(raw) = raw {
+                let index = ShardIndex::from_index_bytes(spec, &raw, shard_len, n)
+                    .map_err(|e| e.at(key))?;
+                let mut stored = Vec::new();
+                for p in parts.take().into_iter().flatten() {
+                    match index.entry(p.part.linear) {
+                        Some((o, l)) => stored.push((o..o + l, p)),
+                        None if !deliver(p, None) => return Ok(Inner::Delivered(false)),
+                        None => {}
+                    }
+                }
+                stored.sort_by_key(|(r, _)| std::cmp::Reverse(r.end));
+                waiting = Some(stored);
+            }
+        }
+        if let Some(stored) = &mut waiting {
+            if stored.last().is_some_and(|(r, _)| r.end <= filled) {
+                let head = body.head();
+                while stored.last().is_some_and(|(r, _)| r.end <= filled) {
+                    let Some((r, p)) = stored.pop() else { break };
+                    if !deliver(p, Some(head.slice(r.start as usize..r.end as usize))) {
+                        return Ok(Inner::Delivered(false));
+                    }
+                }
+            }
+        }
+        if body.is_complete() {
+            break;
+        }
+        if !asked && worth_asking_for_index(round_trip, body_from.elapsed(), filled, shard_len) {
+            asked = true;
+            index_request = remote.get_index(key, true, index_len).boxed().fuse();
+        }
+        futures::select_biased! {
+            got = index_request => {
+                // A failed index request costs nothing: the body brings the index too.
+                if let Ok(Some((raw, at_len))) = got {
+                    early = (at_len == shard_len).then_some(raw);
+                }
+            }
+            frame = frames.next() => {
+                let Some(frame) = frame else {
+                    return Err(Error::corrupt(
+                        key,
+                        format!("the store sent {filled} of the {shard_len} bytes it announced"),
+                    ));
+                };
+                body.push(&frame?).map_err(|_| {
+                    Error::corrupt(
+                        key,
+                        format!("the store sent more than the {shard_len} bytes it announced"),
+                    )
+                })?;
+            }
+        }
+    }
+    if used_early {
+        if let Some(raw) = early {
+            if body.head()[len - index_len as usize..] != raw[..] {
+                return Err(Error::corrupt(
+                    key,
+                    "the shard changed while it was read (its index and its body differ); \
+                     read again",
+                ));
+            }
+        }
+    }
+    Ok(Inner::Delivered(true))
+}
+
+/// Whether a shard body that started arriving `elapsed` ago, `filled` of `len` bytes in so
+/// far, will take long enough still that a request for its index (about one `round_trip`,
+/// the time its headers took) pays: inner chunks then decode while the rest arrives. That
+/// takes more than three round trips still to come; a faster body is left alone, as the
+/// extra request would cost the store more than it saves (`benches/s3_read.py`: at 1000
+/// Mbit/s per request a lower bar added requests and no speed). The rate is judged after
+/// half a round trip of the body, not from its first frames (a body often starts slowly).
+fn worth_asking_for_index(round_trip: Duration, elapsed: Duration, filled: u64, len: u64) -> bool {
+    let round_trip = round_trip.max(MIN_ROUND_TRIP).as_secs_f64();
+    let elapsed = elapsed.as_secs_f64();
+    if filled == 0 || elapsed < round_trip / 2.0 {
+        return false;
+    }
+    let rest = (len - filled) as f64 * elapsed / filled as f64;
+    rest > 3.0 * round_trip
+}
+
+/// Round trips are taken to be at least this long when judging a body's rate.
+const MIN_ROUND_TRIP: Duration = Duration::from_millis(10);
+
 /// Pieces that fill the inner chunks of a missing shard.
 fn missing_shard(key: &str, chain: &Arc<ChunkChain>, parts: Vec<Part>) -> Vec<Piece> {
     parts
@@ -460,7 +659,7 @@ fn one_fetch_per_shard(fetches: Vec<Fetch>) -> Vec<Fetch> {
     let mut out: Vec<Fetch> = Vec::with_capacity(fetches.len());
     let mut at: HashMap<String, usize> = HashMap::new();
     for f in fetches {
-        if let Want::Inner { whole: false, .. } = f.want {
+        if let Want::Inner { whole: None, .. } = f.want {
             if let Some(&k) = at.get(&f.key) {
                 if let (Want::Inner { parts: into, .. }, Want::Inner { parts, .. }) =
                     (&mut out[k].want, f.want)
@@ -486,5 +685,26 @@ fn check_size(bytes: &Option<Bytes>, limit: u64, key: &str) -> Result<()> {
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn an_index_request_is_made_only_for_a_body_still_far_from_done() {
+        // 20 ms round trips; 10 of 100 MiB in after 50 ms: 450 ms to go.
+        assert!(worth_asking_for_index(20 * MS, 50 * MS, 10, 100));
+        // Half in after 50 ms: 50 ms to go, under three round trips.
+        assert!(!worth_asking_for_index(20 * MS, 50 * MS, 50, 100));
+        // Judged only after half a round trip of the body, and never with nothing in.
+        assert!(!worth_asking_for_index(20 * MS, 9 * MS, 1, 100));
+        assert!(!worth_asking_for_index(20 * MS, 500 * MS, 0, 100));
+        // Round trips under 10 ms count as 10 ms: 23 ms to go is not enough.
+        assert!(!worth_asking_for_index(MS, 10 * MS, 30, 100));
+        assert!(worth_asking_for_index(MS, 10 * MS, 10, 100));
     }
 }

@@ -10,6 +10,12 @@
 //!
 //! Bounded: only buffers of at least [`MIN_BYTES`] are kept, [`keep_bytes`] in all (the
 //! oldest go first). A forked child never touches its parent's buffers.
+//!
+//! [`Arriving`] is a body whose first bytes can be handed out (as `Bytes`) while the rest
+//! still arrives: a shard read whole decodes its first inner chunks during the transfer.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -99,6 +105,116 @@ pub async fn gather<E>(
     Ok(Bytes::from_owner(Kept(buf)))
 }
 
+/// A body of a known length, filled frame by frame, whose filled part can be handed out
+/// while the rest arrives (one buffer, from the kept ones, allocated up front).
+///
+/// This is the one writer of the buffer: it only writes past [`Self::filled`], and the
+/// `Bytes` it hands out only see bytes before it, which are never written again.
+pub struct Arriving {
+    buf: Arc<Filling>,
+    filled: usize,
+    len: usize,
+}
+
+/// The buffer behind an [`Arriving`] body and the `Bytes` it handed out; back to the kept
+/// buffers when the last of them goes.
+struct Filling {
+    ptr: NonNull<u8>,
+    capacity: usize,
+}
+
+// SAFETY: `Filling` owns its allocation (a `Vec<u8>`'s); the one writer (`Arriving`) and the
+// readers (`Filled`) touch disjoint bytes, as the comments at each access say.
+unsafe impl Send for Filling {}
+unsafe impl Sync for Filling {}
+
+impl Drop for Filling {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `capacity` come from a `Vec<u8>` taken apart in `Arriving::new`;
+        // nothing refers to the buffer any more (this was the last `Arc`).
+        let buf = unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), 0, self.capacity) };
+        give(buf);
+    }
+}
+
+/// The first `len` bytes of a [`Filling`], all written.
+struct Filled {
+    buf: Arc<Filling>,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Filled {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes were written before this was made (`Arriving::head`)
+        // and are never written again: the writer only writes past them.
+        unsafe { std::slice::from_raw_parts(self.buf.ptr.as_ptr(), self.len) }
+    }
+}
+
+/// A frame would run past the announced length of an [`Arriving`] body.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooLong;
+
+impl Arriving {
+    /// An empty body of `len` bytes. The caller bounds `len`: a length header alone must not
+    /// make the process allocate any amount.
+    #[must_use]
+    pub fn new(len: usize) -> Self {
+        let mut buf = take(len);
+        buf.reserve_exact(len);
+        let mut buf = std::mem::ManuallyDrop::new(buf);
+        let filling = Filling {
+            // A `Vec`'s pointer is never null (dangling when nothing is allocated).
+            ptr: NonNull::new(buf.as_mut_ptr()).unwrap_or(NonNull::dangling()),
+            capacity: buf.capacity(),
+        };
+        Self {
+            buf: Arc::new(filling),
+            filled: 0,
+            len,
+        }
+    }
+
+    /// How many bytes have arrived.
+    #[must_use]
+    pub fn filled(&self) -> usize {
+        self.filled
+    }
+
+    /// Whether all the announced bytes have arrived.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.filled == self.len
+    }
+
+    /// Appends a frame; fails if it would run past the announced length.
+    pub fn push(&mut self, frame: &[u8]) -> Result<(), TooLong> {
+        if frame.len() > self.len - self.filled {
+            return Err(TooLong);
+        }
+        // SAFETY: bytes `filled..filled + frame.len()` lie inside the allocation (checked
+        // above: `len` is at most the capacity) and no `Filled` sees them yet; `self` is their only writer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                self.buf.ptr.as_ptr().add(self.filled),
+                frame.len(),
+            );
+        }
+        self.filled += frame.len();
+        Ok(())
+    }
+
+    /// The bytes that have arrived so far, as `Bytes` that stay valid while the rest arrives.
+    #[must_use]
+    pub fn head(&self) -> Bytes {
+        Bytes::from_owner(Filled {
+            buf: self.buf.clone(),
+            len: self.filled,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +264,48 @@ mod tests {
         assert_eq!(run(gather(failing, 4)), Err("cut"));
         let empty = futures::stream::iter(Vec::<Result<Bytes, ()>>::new());
         assert!(run(gather(empty, 0)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_arriving_body_hands_out_what_has_arrived_while_the_rest_comes() {
+        let mut body = Arriving::new(10);
+        assert!(body.head().is_empty() && !body.is_complete());
+        body.push(b"abcd").unwrap();
+        let first = body.head();
+        body.push(b"efg").unwrap();
+        assert_eq!((&first[..], body.filled()), (&b"abcd"[..], 7));
+        assert_eq!(
+            body.push(b"hijk"),
+            Err(TooLong),
+            "past the announced length"
+        );
+        body.push(b"hij").unwrap();
+        assert!(body.is_complete());
+        let whole = body.head();
+        drop(body);
+        assert_eq!((&first[..], &whole[..]), (&b"abcd"[..], &b"abcdefghij"[..]));
+        assert_eq!(&whole.slice(3..6)[..], b"def");
+    }
+
+    #[test]
+    fn an_arriving_body_goes_back_to_the_kept_buffers_when_its_last_bytes_go() {
+        if keep_bytes() < 4 * MIN_BYTES {
+            return; // keeping turned off in this environment
+        }
+        let len = MIN_BYTES + 5;
+        let mut body = Arriving::new(len);
+        body.push(&vec![3u8; len]).unwrap();
+        let part = body.head().slice(MIN_BYTES..);
+        let at = body.head().as_ptr();
+        drop(body);
+        // Still referred to: the next body gets another buffer.
+        let other = Arriving::new(len);
+        assert_ne!(other.head().as_ptr(), at);
+        assert_eq!(&part[..], &[3u8; 5]);
+        drop(part);
+        let again = Arriving::new(len);
+        assert_eq!(again.head().as_ptr(), at, "the freed buffer is reused");
+        drop(other);
     }
 
     #[test]
