@@ -261,7 +261,7 @@ def test_cli_info(data_dir, capsys):
 
 
 def test_summarize_gives_the_spread_of_the_timed_runs():
-    def run(seconds, warmup=False, storage=0):
+    def run(seconds, warmup=False, storage=0, steal=0.0):
         return {
             "warmup": warmup,
             "seconds": seconds,
@@ -273,12 +273,18 @@ def test_summarize_gives_the_spread_of_the_timed_runs():
             "minor_faults": int(seconds * 10),
             "major_faults": 0,
             "storage_read_bytes": storage,
+            "steal_s": steal,
         }
 
     result = {
         "status": "ok",
         "baseline_rss": 0,
-        "runs": [run(9.0, True, 2**30), run(4.0), run(1.0, storage=3 * 2**20), run(2.0)],
+        "runs": [
+            run(9.0, True, 2**30, steal=5.0),
+            run(4.0, steal=0.4),
+            run(1.0, storage=3 * 2**20),
+            run(2.0, steal=0.1),
+        ],
     }
     got = runner.summarize(8_000_000, result)
     assert got["times_s"] == [4.0, 1.0, 2.0] and got["warmup_s"] == [9.0]
@@ -287,8 +293,11 @@ def test_summarize_gives_the_spread_of_the_timed_runs():
     # Medians of the timed reads; the warm-up's disk reads do not count against the row.
     assert (got["cpu_s"], got["cpu_sys_s"], got["minor_faults"]) == (2.5, 0.5, 20)
     assert got["storage_read_mib_max"] == 3.0
+    assert got["steal_s_max"] == 0.4  # the warm-up's steal does not count either
     result["runs"][2]["storage_read_bytes"] = None  # no /proc/self/io in that worker
     assert runner.summarize(8_000_000, result)["storage_read_mib_max"] is None
+    del result["runs"][1]["steal_s"]  # recorded before steal time was
+    assert runner.summarize(8_000_000, result)["steal_s_max"] is None
     for r in result["runs"]:  # results written before these were recorded
         del r["cpu_user_s"]
     assert "cpu_s" not in runner.summarize(8_000_000, result)

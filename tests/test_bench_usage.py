@@ -40,17 +40,32 @@ def test_storage_reads_come_from_proc_io(tmp_path):
 
 
 def test_between_is_the_difference_and_keeps_unknown_storage_unknown():
-    a = usage.Snapshot(1.0, 0.5, 10, 1, 4096)
-    b = usage.Snapshot(3.5, 0.75, 110, 3, 4096 * 5)
+    a = usage.Snapshot(1.0, 0.5, 10, 1, 4096, 7.25)
+    b = usage.Snapshot(3.5, 0.75, 110, 3, 4096 * 5, 7.5)
     assert usage.between(a, b) == {
         "cpu_user_s": 2.5,
         "cpu_sys_s": 0.25,
         "minor_faults": 100,
         "major_faults": 2,
         "storage_read_bytes": 4096 * 4,
+        "steal_s": 0.25,
     }
     unknown = usage.Snapshot(3.5, 0.75, 110, 3, None)
     assert usage.between(a, unknown)["storage_read_bytes"] is None
+    assert usage.between(a, unknown)["steal_s"] is None
+
+
+def test_steal_time_comes_from_the_machine_s_cpu_line(tmp_path):
+    stat = tmp_path / "stat"
+    tick = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text(f"cpu  10 0 5 900 3 0 1 {3 * tick} 0 0\ncpu0 5 0 2 450 1 0 0 {tick} 0 0\n")
+    assert usage.machine_steal_s(str(stat)) == 3.0
+    stat.write_text("cpu  10 0 5 900\n")  # a kernel without the column
+    assert usage.machine_steal_s(str(stat)) is None
+    assert usage.machine_steal_s(str(tmp_path / "missing")) is None
+    if os.path.exists(usage.STAT_PATH):
+        assert usage.snapshot().steal_s >= 0
 
 
 def _write(root, path, text):

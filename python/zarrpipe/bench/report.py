@@ -23,6 +23,7 @@ LONG_HEADERS = [
     "CPU s",
     "sys s",
     "disk MiB",
+    "steal s",
     "others CPU",
     "status",
 ]
@@ -41,6 +42,7 @@ FRESH_HEADERS = [
     "CPU s",
     "sys s",
     "disk MiB",
+    "steal s",
     "others CPU",
     "status",
 ]
@@ -65,11 +67,13 @@ def _ratio(v: float | None) -> str:
 
 
 def _usage_cells(r: dict) -> list[str]:
-    """CPU seconds, system seconds (medians) and the most read from storage by one read."""
+    """CPU seconds, system seconds (medians), the most read from storage by one read and the
+    most steal time during one."""
     return [
         _num(r.get("cpu_s"), 2),
         _num(r.get("cpu_sys_s"), 2),
         _num(r.get("storage_read_mib_max"), 1),
+        _num(r.get("steal_s_max"), 2),
     ]
 
 
@@ -352,7 +356,8 @@ PIVOT_TITLE = (
 USAGE_NOTE = (
     "CPU s, sys s: median CPU seconds of the reader's process per read, all threads, and "
     "the system part of it (page faults, file reads); disk MiB: the most one read fetched "
-    "from storage rather than the page cache"
+    "from storage rather than the page cache; steal s: the most CPU time the host took from "
+    "this machine's virtual CPUs during one read (all CPUs, from /proc/stat)"
 )
 LONG_TITLE = (
     "Every measured row (RSS: +peak = peak - RSS before the read, +after = RSS after - "

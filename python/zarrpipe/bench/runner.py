@@ -62,16 +62,19 @@ def _mib(nbytes: float) -> float:
 
 
 def _usage(timed: list[dict]) -> dict:
-    """Medians of the CPU and page faults of a row's timed reads, and the most any of them
-    read from storage (None where the workers did not record it)."""
+    """Medians of the CPU and page faults of a row's timed reads, the most any of them read
+    from storage, and the most steal time the machine had during one (None where the workers
+    did not record it)."""
     if not timed or any("cpu_user_s" not in r for r in timed):
         return {}
     storage = [r["storage_read_bytes"] for r in timed]
+    steal = [r.get("steal_s") for r in timed]
     return {
         "cpu_s": statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in timed),
         "cpu_sys_s": statistics.median(r["cpu_sys_s"] for r in timed),
         "minor_faults": statistics.median(r["minor_faults"] for r in timed),
         "storage_read_mib_max": None if None in storage else _mib(max(storage)),
+        "steal_s_max": None if None in steal else max(steal),
     }
 
 
