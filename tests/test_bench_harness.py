@@ -371,6 +371,9 @@ def test_fresh_processes_one_read_each_round_robin(data_dir, counted):
         assert (r["status"], r["mode"], r["workload"]) == ("ok", "fresh-process", "all")
         assert len(r["times_s"]) == 3 and len(r["warmup_s"]) == 1
         assert [p["round"] for p in r["processes"]] == [0, 1, 2, 3]
+        # Each read's own costs, for telling what a slow one paid for.
+        assert all(p["cpu_user_s"] + p["cpu_sys_s"] > 0 for p in r["processes"])
+        assert all(p["minor_faults"] >= 0 and "steal_s" in p for p in r["processes"])
         assert r["min_s"] <= r["median_s"] <= r["max_s"]
     # Every read in its own process, the counted one read exactly once there (no warm-up).
     log = reads(counted)

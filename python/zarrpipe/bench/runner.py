@@ -126,6 +126,16 @@ def _finish(row: dict, result: dict, d: Dataset, api: str | None = None) -> dict
     return row
 
 
+PER_READ_COSTS = (
+    "cpu_user_s",
+    "cpu_sys_s",
+    "minor_faults",
+    "major_faults",
+    "storage_read_bytes",
+    "steal_s",
+)
+
+
 def _fresh_rows(
     d: Dataset, impls: dict[str, dict], base: dict, rounds: int, cold_reason, tick
 ) -> list[dict]:
@@ -170,8 +180,10 @@ def _fresh_rows(
             (run,) = result["runs"]
             run["warmup"] = rnd == 0
             s["runs"].append(run)
+            # Each read's own costs too: what a slow one paid for (faults, disk, steal).
+            costs = {k: run[k] for k in PER_READ_COSTS if k in run}
             s["processes"].append(
-                {"round": rnd, "seq": seq, "pid": result["pid"], "seconds": run["seconds"]}
+                {"round": rnd, "seq": seq, "pid": result["pid"], "seconds": run["seconds"], **costs}
             )
             s.setdefault("baseline_rss", result["baseline_rss"])
             s["last"] = result
