@@ -61,6 +61,7 @@ def test_steal_time_comes_from_the_machine_s_cpu_line(tmp_path):
     # user nice system idle iowait irq softirq steal guest guest_nice
     stat.write_text(f"cpu  10 0 5 900 3 0 1 {3 * tick} 0 0\ncpu0 5 0 2 450 1 0 0 {tick} 0 0\n")
     assert usage.machine_steal_s(str(stat)) == 3.0
+    assert usage.machine_cpu_s(str(stat)) == [v / tick for v in (10, 0, 5, 900, 3, 0, 1)] + [3.0]
     stat.write_text("cpu  10 0 5 900\n")  # a kernel without the column
     assert usage.machine_steal_s(str(stat)) is None
     assert usage.machine_steal_s(str(tmp_path / "missing")) is None

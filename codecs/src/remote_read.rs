@@ -348,25 +348,6 @@ async fn fetch_one(
                 slot,
                 bytes,
             };
-            if whole == Some(WholeShard::Streamed) {
-                let fetched = fetch_streamed(
-                    remote,
-                    spec,
-                    &f.key,
-                    n,
-                    parts,
-                    limit,
-                    limit_whole,
-                    |p, b| deliver(piece(p, b)),
-                )
-                .await?;
-                return Ok(match fetched {
-                    Inner::Delivered(go_on) => go_on,
-                    Inner::Missing(parts) => missing_shard(&f.key, &inner_chain, parts)
-                        .into_iter()
-                        .all(deliver),
-                });
-            }
             if whole == Some(WholeShard::OneRequest) {
                 let shard = {
                     let _slot = limit.slot().await;
@@ -387,19 +368,15 @@ async fn fetch_one(
                     deliver(piece(p, bytes))
                 }));
             }
-            // A shard read whole is held to the same size limit either way.
-            let shard_limit = whole.is_some().then_some(limit_whole);
-            let fetched = fetch_inner(
-                remote,
-                spec,
-                &f.key,
-                n,
-                parts,
-                limit,
-                shard_limit,
-                |p, b| deliver(piece(p, b)),
-            )
-            .await?;
+            let fetched = if whole == Some(WholeShard::Streamed) {
+                let deliver = |p, b| deliver(piece(p, b));
+                fetch_streamed(remote, spec, &f.key, n, parts, limit, limit_whole, deliver).await?
+            } else {
+                // A shard read whole is held to the same size limit either way.
+                let shard_limit = whole.is_some().then_some(limit_whole);
+                let deliver = |p, b| deliver(piece(p, b));
+                fetch_inner(remote, spec, &f.key, n, parts, limit, shard_limit, deliver).await?
+            };
             Ok(match fetched {
                 Inner::Delivered(go_on) => go_on,
                 Inner::Missing(parts) => missing_shard(&f.key, &inner_chain, parts)
@@ -441,10 +418,7 @@ async fn fetch_inner(
         return Ok(Inner::Missing(parts));
     };
     if shard_limit.is_some_and(|limit| shard_len > limit) {
-        return Err(Error::corrupt(
-            key,
-            format!("stored value is {shard_len} bytes, more than any encoding of the chunk"),
-        ));
+        return Err(too_long(key, shard_len));
     }
     // Parse the index as if it sat in a shard of the real length (offsets are checked
     // against that length).
@@ -507,12 +481,7 @@ async fn fetch_streamed(
     let len = usize::try_from(shard_len)
         .ok()
         .filter(|_| shard_len <= shard_limit)
-        .ok_or_else(|| {
-            Error::corrupt(
-                key,
-                format!("stored value is {shard_len} bytes, more than any encoding of the chunk"),
-            )
-        })?;
+        .ok_or_else(|| too_long(key, shard_len))?;
     if shard_len < index_len {
         return Err(Error::corrupt(
             key,
@@ -526,18 +495,17 @@ async fn fetch_streamed(
     // streamed only when the read has two slots for each (`choose_whole_shard_fetches`).
     let mut index_request = Fuse::terminated();
     let mut asked = !spec.index_at_end;
-    // The index from the other request, if it came back (for a shard of this length).
+    // The index from the other request, if it came back (for a shard of this length). The
+    // loop reads the index from it at once, so when set it is the index the read used.
     let mut early: Option<Bytes> = None;
     let mut parts = Some(parts);
     // Once the index is known: the stored inner chunks still to hand over, the one that
     // ends first last, each with its byte range.
     let mut waiting: Option<Vec<(Range<u64>, Part)>> = None;
-    let mut used_early = false;
     loop {
         let filled = body.filled() as u64;
         if waiting.is_none() {
             let raw = if let Some(raw) = &early {
-                used_early = true;
                 Some(raw.clone())
             } else if !spec.index_at_end && filled >= index_len {
                 Some(body.head().slice(..index_len as usize))
@@ -602,16 +570,11 @@ async fn fetch_streamed(
             }
         }
     }
-    if used_early {
-        if let Some(raw) = early {
-            if body.head()[len - index_len as usize..] != raw[..] {
-                return Err(Error::corrupt(
-                    key,
-                    "the shard changed while it was read (its index and its body differ); \
-                     read again",
-                ));
-            }
-        }
+    if early.is_some_and(|raw| body.head()[len - index_len as usize..] != raw[..]) {
+        return Err(Error::corrupt(
+            key,
+            "the shard changed while it was read (its index and its body differ); read again",
+        ));
     }
     Ok(Inner::Delivered(true))
 }
@@ -677,15 +640,17 @@ fn one_fetch_per_shard(fetches: Vec<Fetch>) -> Vec<Fetch> {
 
 fn check_size(bytes: &Option<Bytes>, limit: u64, key: &str) -> Result<()> {
     match bytes {
-        Some(b) if b.len() as u64 > limit => Err(Error::corrupt(
-            key,
-            format!(
-                "stored value is {} bytes, more than any encoding of the chunk",
-                b.len()
-            ),
-        )),
+        Some(b) if b.len() as u64 > limit => Err(too_long(key, b.len() as u64)),
         _ => Ok(()),
     }
+}
+
+/// A stored value longer than any encoding of its chunk (or shard) could be.
+fn too_long(key: &str, len: u64) -> Error {
+    Error::corrupt(
+        key,
+        format!("stored value is {len} bytes, more than any encoding of the chunk"),
+    )
 }
 
 #[cfg(test)]

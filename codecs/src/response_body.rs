@@ -193,7 +193,8 @@ impl Arriving {
             return Err(TooLong);
         }
         // SAFETY: bytes `filled..filled + frame.len()` lie inside the allocation (checked
-        // above: `len` is at most the capacity) and no `Filled` sees them yet; `self` is their only writer.
+        // above: `len` is at most the capacity) and no `Filled` sees them yet; `self` is
+        // their only writer.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 frame.as_ptr(),

@@ -14,6 +14,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 
+from zarrpipe.bench import usage
+
 
 def _died_at_import(rc: int, stderr: str) -> bool:
     """A crash that looks like the extension being rebuilt under us (worth one retry)."""
@@ -69,13 +71,11 @@ def probe(specs: Sequence[str], threads: int, timeout: float = 300) -> dict[str,
 def _cpu_seconds() -> tuple[float, float] | None:
     """(CPU seconds all processes have used, CPU seconds this process and its finished children
     have used), to tell how busy *other* processes kept the machine during a row."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]
-    except OSError:
+    times = usage.machine_cpu_s()
+    if times is None:
         return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = times
+    machine = user + nice + system + irq + softirq + steal
     mine = sum(
         getattr(resource.getrusage(who), f)
         for f in ("ru_utime", "ru_stime")

@@ -49,16 +49,25 @@ def storage_read_bytes(path: str = IO_PATH) -> int | None:
     return None
 
 
-def machine_steal_s(path: str = STAT_PATH) -> float | None:
-    """Seconds of steal time so far, summed over the machine's CPUs; None if unknown."""
+def machine_cpu_s(path: str = STAT_PATH) -> list[float] | None:
+    """The machine's CPU time so far, summed over its CPUs, in seconds: user, nice, system,
+    idle, iowait, irq, softirq, steal (the first eight columns of the `cpu` line); None where
+    there is no such line."""
     try:
         with open(path) as f:
             fields = f.readline().split()
         if len(fields) < 9 or fields[0] != "cpu":
             return None
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return [int(v) / tick for v in fields[1:9]]
     except (OSError, ValueError, AttributeError):  # no sysconf name: not Linux
         return None
+
+
+def machine_steal_s(path: str = STAT_PATH) -> float | None:
+    """Seconds of steal time so far, summed over the machine's CPUs; None if unknown."""
+    times = machine_cpu_s(path)
+    return None if times is None else times[7]
 
 
 def snapshot(io_path: str = IO_PATH, stat_path: str = STAT_PATH) -> Snapshot:
