@@ -294,23 +294,32 @@ fn inner_chunks_that_do_not_divide_the_shard_are_invalid_metadata() {
     assert!(matches!(store.open("a"), Err(Error::Metadata { .. })));
 }
 
-/// Chunks of 2 MiB read into a wider array: each is scattered, so zarrpipe decodes it from
-/// the file piece by piece (1 MiB of input at a time). Truncated, garbage, empty and
-/// wrong-sized chunks are errors naming the chunk; two frames back to back, or one whose
-/// compressed bytes span several pieces, decode to their values.
+/// Chunks of 2 MiB read into a wider array: each is scattered, so zarrpipe decodes it piece
+/// by piece (from the file, or, behind a crc32c, from memory) through a buffer of the
+/// chunk's size. Truncated, garbage, empty, too long and wrong-sized chunks are errors
+/// naming the chunk; two frames back to back, or one whose compressed bytes span several
+/// pieces, decode to their values.
 #[test]
-fn large_zstd_chunks_decoded_from_the_file_in_pieces() {
+fn large_zstd_chunks_decoded_in_pieces() {
+    large_zstd_chunks(false);
+    large_zstd_chunks(true);
+}
+
+fn large_zstd_chunks(crc: bool) {
     let store_with = |chunk: &[u8]| {
         let store = TestStore::new();
-        store.array_v3(
-            "a",
-            &[1024, 2048],
-            &[1024, 1024],
-            "uint16",
-            "0",
-            &codecs(&[BYTES_LE, ZSTD]),
-        );
-        store.put("a/c/0/0", chunk);
+        let list = if crc {
+            codecs(&[BYTES_LE, ZSTD, CRC32C])
+        } else {
+            codecs(&[BYTES_LE, ZSTD])
+        };
+        store.array_v3("a", &[1024, 2048], &[1024, 1024], "uint16", "0", &list);
+        let chunk = if crc {
+            with_crc32c(chunk.to_vec())
+        } else {
+            chunk.to_vec()
+        };
+        store.put("a/c/0/0", &chunk);
         store
     };
     let read = |store: &TestStore| read_u16(&store.open("a")?, &[]);
@@ -337,6 +346,9 @@ fn large_zstd_chunks_decoded_from_the_file_in_pieces() {
         want_row(r, &got);
     }
     let short = zstd(&raw[..raw.len() - 2]);
+    let long = zstd(&[&raw[..], &[7, 0]].concat());
+    let mut long_second = zstd(&raw[..raw.len() / 2]);
+    long_second.extend_from_slice(&zstd(&raw[raw.len() / 2 - 2..]));
     let mut trailing = frame.clone();
     trailing.extend_from_slice(b"trailing garbage");
     for bad in [
@@ -345,6 +357,8 @@ fn large_zstd_chunks_decoded_from_the_file_in_pieces() {
         &[][..],
         b"definitely not zstd",
         &short,
+        &long,
+        &long_second,
         &trailing,
     ] {
         assert_corrupt(read(&store_with(bad)), "a/c/0/0");

@@ -241,6 +241,20 @@ unsafe impl WriteBuf for RawBuf<'_> {
 pub const WHOLE_AT_MOST: usize = 1 << 20;
 
 fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
+    let expected = sink.expected();
+    if sink.direct_target().is_none() && expected > WHOLE_AT_MOST && expected <= WINDOW_AT_MOST {
+        // The input goes through the same small buffer as a file's: zstd's progress is
+        // then a few blocks per call, which are scattered while in cache.
+        let copy = |offset: u64, buf: &mut [u8]| -> Result<(), std::convert::Infallible> {
+            let at = offset as usize;
+            buf.copy_from_slice(&src[at..at + buf.len()]);
+            Ok(())
+        };
+        return zstd_window_decode(src.len(), copy, sink).map(|copied| match copied {
+            Ok(()) => (),
+            Err(never) => match never {},
+        });
+    }
     with_dctx(sink.expected(), |dctx| {
         if let Some(target) = sink.direct_target() {
             // One shot into place: zstd refuses a frame larger than the target up front.
@@ -301,7 +315,14 @@ pub fn zstd_stream_read(
     sink: &mut Scatter<'_>,
     key: &str,
 ) -> crate::error::Result<()> {
-    let mut input = Scratch::new();
+    let expected = sink.expected();
+    if expected > WHOLE_AT_MOST && expected <= WINDOW_AT_MOST {
+        return match zstd_window_decode(len, fill, sink) {
+            Ok(read) => read,
+            Err(e) => Err(e.at(key)),
+        };
+    }
+    let mut input = Scratch::fitting(INPUT_PIECE);
     input.resize(INPUT_PIECE.min(len).max(1), 0);
     let mut piece = Scratch::new();
     piece.resize(PIECE, 0);
@@ -349,6 +370,91 @@ pub fn zstd_stream_read(
         (None, Err(e)) => Err(e.at(key)),
         (None, Ok(())) => Ok(()),
     }
+}
+
+/// Chunks up to this size decode through a buffer of their own size (see
+/// [`zstd_window_decode`]); larger ones stream through zstd's window, which may be smaller.
+pub const WINDOW_AT_MOST: usize = 64 << 20;
+
+/// Decodes `len` bytes of zstd frames, which `fill(offset, buf)` supplies piece by piece,
+/// with zstd writing straight into a pooled buffer of the chunk's size (its stable output
+/// mode, as in one-shot decoding), and scatters each block while it is still in cache.
+/// Streaming through small pieces instead makes zstd decode each block into its own window
+/// and copy it out again (A/B on the benchmark's zstd read-all, 32 MiB chunks, alternating
+/// in one process: 1.907 s against 2.035 s on one thread, 0.959 s against 1.001 s on two).
+/// The first error of `fill` stops the decode and is returned as it is, in `Ok(Err(..))`.
+fn zstd_window_decode<E>(
+    len: usize,
+    mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+    sink: &mut Scatter<'_>,
+) -> Result<Result<(), E>, DecodeError> {
+    let expected = sink.expected();
+    let elem = sink.elem().max(1);
+    let mut window = Scratch::fitting(expected);
+    window.clear();
+    window
+        .try_reserve_exact(expected)
+        .map_err(|_| DecodeError::OutOfMemory(expected))?;
+    let target = RawTarget {
+        ptr: window.as_mut_ptr(),
+        len: expected,
+    };
+    let mut input = Scratch::fitting(INPUT_PIECE);
+    input.resize(INPUT_PIECE.min(len).max(1), 0);
+    with_dctx(expected, |dctx| {
+        dctx.set_parameter(zstd_safe::DParameter::StableOutBuffer(true))
+            .map_err(zstd_error)?;
+        let mut out = RawBuf {
+            target: &target,
+            filled: 0,
+        };
+        // Bytes of the input read, in `input`, and used; bytes of the window scattered.
+        let (mut read, mut avail, mut pos, mut sent) = (0usize, 0usize, 0usize, 0usize);
+        loop {
+            if pos == avail && read < len {
+                let n = INPUT_PIECE.min(len - read);
+                if let Err(e) = fill(read as u64, &mut input[..n]) {
+                    return Ok(Err(e));
+                }
+                (read, avail, pos) = (read + n, n, 0);
+            }
+            let mut src = InBuffer::around(&input[..avail]);
+            src.set_pos(pos);
+            let written = out.filled;
+            let mut dst = OutBuffer::around_pos(&mut out, written);
+            let hint = dctx.decompress_stream(&mut dst, &mut src);
+            let progressed = src.pos() != pos || dst.pos() != written;
+            pos = src.pos();
+            let full = out.filled == expected;
+            let hint = match hint {
+                Ok(hint) => hint,
+                // More output than the chunk holds: zstd refuses it at the window's end.
+                Err(_) if full => return Err(SinkError::TooLong { expected }.into()),
+                Err(code) => return Err(zstd_error(code)),
+            };
+            let all_read = read == len && pos == avail;
+            let done = hint == 0 && all_read;
+            // Whole elements only, except at the end (a partial one is the sink's to report).
+            let upto = if done {
+                out.filled
+            } else {
+                out.filled - (out.filled - sent) % elem
+            };
+            if upto > sent {
+                sink.write(&out.as_slice()[sent..upto])?;
+                sent = upto;
+            }
+            if done {
+                return Ok(Ok(()));
+            }
+            if !progressed && (all_read || pos < avail) {
+                if full {
+                    return Err(SinkError::TooLong { expected }.into());
+                }
+                return Err(DecodeError::Corrupt("zstd: truncated frame".into()));
+            }
+        }
+    })
 }
 
 /// Decompresses zstd frames into `target` (the whole chunk, contiguous) as their bytes

@@ -16,10 +16,11 @@ thread_local! {
     static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An empty buffer, with whatever capacity an earlier user left in it.
+/// An empty buffer, the smallest in the pool (whatever capacity an earlier user left in it):
+/// a job that needs a large one asks for it with [`take_fitting`].
 #[must_use]
 pub fn take() -> Vec<u8> {
-    POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default()
+    take_fitting(0)
 }
 
 /// Returns a buffer to this thread's pool.
@@ -32,8 +33,30 @@ pub fn give(mut buf: Vec<u8>) {
         let mut pool = p.borrow_mut();
         if pool.len() < POOL_SIZE {
             pool.push(buf);
+            return;
+        }
+        // Full: keep the larger buffers, whose memory is the dearer to fault in again.
+        if let Some(smallest) = pool.iter_mut().min_by_key(|b| b.capacity()) {
+            if smallest.capacity() < buf.capacity() {
+                *smallest = buf;
+            }
         }
     });
+}
+
+/// The pooled buffer that suits `n` bytes best: the smallest holding `n`, else the largest
+/// (so a large buffer is not taken for a small job and then regrown for the large one).
+#[must_use]
+pub fn take_fitting(n: usize) -> Vec<u8> {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        let fits = (0..pool.len())
+            .filter(|&i| pool[i].capacity() >= n)
+            .min_by_key(|&i| pool[i].capacity());
+        let pick = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].capacity()));
+        pick.map(|i| pool.swap_remove(i))
+    })
+    .unwrap_or_default()
 }
 
 /// A pooled buffer that goes back to the pool when dropped.
@@ -43,6 +66,12 @@ impl Scratch {
     #[must_use]
     pub fn new() -> Self {
         Self(take())
+    }
+
+    /// The pooled buffer that suits `n` bytes best (see [`take_fitting`]).
+    #[must_use]
+    pub fn fitting(n: usize) -> Self {
+        Self(take_fitting(n))
     }
 }
 
@@ -68,5 +97,38 @@ impl std::ops::DerefMut for Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         give(std::mem::take(&mut self.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capacities() -> Vec<usize> {
+        let mut c: Vec<usize> = POOL.with(|p| p.borrow().iter().map(Vec::capacity).collect());
+        c.sort_unstable();
+        c
+    }
+
+    #[test]
+    fn large_jobs_get_the_large_buffer_and_small_ones_the_small() {
+        give(Vec::with_capacity(100));
+        give(Vec::with_capacity(10_000));
+        assert_eq!(take_fitting(5_000).capacity(), 10_000);
+        give(Vec::with_capacity(10_000));
+        assert_eq!(take().capacity(), 100);
+        // Nothing holds 20 000 bytes: the largest is the best start.
+        assert_eq!(take_fitting(20_000).capacity(), 10_000);
+        assert!(take().capacity() == 0 && capacities().is_empty());
+    }
+
+    #[test]
+    fn a_full_pool_keeps_its_largest_buffers() {
+        for cap in [10, 1_000, 100, 5] {
+            give(Vec::with_capacity(cap));
+        }
+        assert_eq!(capacities(), [100, 1_000]);
+        give(Vec::with_capacity(KEEP_AT_MOST + 1));
+        assert_eq!(capacities(), [100, 1_000]);
     }
 }
