@@ -1,7 +1,9 @@
 """A large zstd chunk read by itself: zarrpipe reads its file on one pool thread while the
 other decodes what has arrived (`read_zstd_overlapped` in codecs/src/read.rs). Values must
 equal zarr-python's for every way to read one chunk, for v2 and v3, either byte order, and a
-damaged chunk must be an error that names it."""
+damaged chunk must be an error that names it. Large chunks scattered into a wider output
+decode through a buffer of their size or through zstd's window, by the frame's window
+(`decode_through_window` in codecs/src/decode/bytes_codecs.rs): both equal zarr-python's."""
 
 from __future__ import annotations
 
@@ -104,3 +106,41 @@ def test_a_damaged_large_chunk_is_an_error_naming_it(tmp_path, source):
     chunk.write_bytes(stored)
     out = np.from_dlpack(arr.read_chunk((1, 0, 0)).into_dlpack())
     np.testing.assert_array_equal(out, source[1:2])
+
+
+def frame_window(frame: bytes) -> int:
+    """The window a zstd frame header declares (the content size for a single segment)."""
+    descriptor = frame[4]
+    if not descriptor & 0x20:
+        base = 1 << (10 + (frame[5] >> 3))
+        return base + base // 8 * (frame[5] & 7)
+    size_len = (1, 2, 4, 8)[descriptor >> 6]
+    at = 5 + (0, 1, 2, 4)[descriptor & 3]
+    size = int.from_bytes(frame[at : at + size_len], "little")
+    return size + 256 if size_len == 2 else size
+
+
+# Level 19 writes 4.5 MiB chunks as single segments (the window is the chunk), level 1 with
+# a 1 MiB window: one takes the chunk-sized buffer, the other zstd's window.
+@pytest.mark.parametrize(("level", "window_covers_chunk"), [(19, True), (1, False)])
+def test_scattered_large_chunks_equal_zarr_python(tmp_path, source, level, window_covers_chunk):
+    chunks = (3, 512, 768)
+    a = zarr.create_array(
+        str(tmp_path),
+        shape=SHAPE,
+        chunks=chunks,
+        dtype="float32",
+        compressors=ZstdCodec(level=level),
+        fill_value=0,
+    )
+    a[...] = source
+    chunk_bytes = 4 * int(np.prod(chunks))
+    window = frame_window(Path(tmp_path, "c", "0", "1", "1").read_bytes())
+    assert (window >= chunk_bytes) == window_covers_chunk
+    store = zarrpipe.Store(str(tmp_path))
+    np.testing.assert_array_equal(np.from_dlpack(store.read("").into_dlpack()), source)
+    part = (slice(1, 3), slice(100, 1000), slice(700, 1400))
+    np.testing.assert_array_equal(np.from_dlpack(store.read("", part).into_dlpack()), source[part])
+    out = np.full(SHAPE, np.nan, dtype=np.float32)
+    store.open_array("").read_into((), out)
+    np.testing.assert_array_equal(out, source)

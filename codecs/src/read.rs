@@ -640,7 +640,7 @@ fn read_zstd_overlapped(
     let len = checked_stored_len(src, chain, placement, target, key)?;
     OVERLAPPED.fetch_add(1, Ordering::Relaxed);
     let len = len as usize;
-    let mut buf = Scratch::new();
+    let mut buf = Scratch::fitting(len);
     buf.clear();
     try_room_for(&mut buf, len, &format!("reading {key:?}"))?;
     let arriving = Arriving::new(&mut buf.spare_capacity_mut()[..len]);
@@ -725,7 +725,7 @@ fn read_raw(
         src.read_to(0, &direct)?;
         sink.assume_written(expected);
     } else {
-        let mut piece = Scratch::new();
+        let mut piece = Scratch::fitting(RAW_PIECE.min(expected));
         piece.resize(RAW_PIECE.min(expected), 0);
         let mut offset = 0;
         while offset < expected {

@@ -329,7 +329,7 @@ impl Store {
                 if len > limit {
                     return Err(too_big(len));
                 }
-                let mut buf = Scratch::new();
+                let mut buf = Scratch::fitting(len as usize);
                 buf.clear();
                 try_room_for(&mut buf, len as usize, &format!("reading {key:?}"))?;
                 // SAFETY: `try_room_for` reserved `len` bytes in the empty buffer.

@@ -305,6 +305,14 @@ fn large_zstd_chunks_decoded_in_pieces() {
     large_zstd_chunks(true);
 }
 
+/// A zstd frame as a streaming compressor writes it: no content size, a 4 MiB window.
+fn zstd_windowed(data: &[u8]) -> Vec<u8> {
+    let mut e = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+    e.window_log(22).unwrap();
+    std::io::Write::write_all(&mut e, data).unwrap();
+    e.finish().unwrap()
+}
+
 fn large_zstd_chunks(crc: bool) {
     let store_with = |chunk: &[u8]| {
         let store = TestStore::new();
@@ -341,14 +349,21 @@ fn large_zstd_chunks(crc: bool) {
     }
     let mut two = zstd(&raw[..raw.len() / 2]);
     two.extend_from_slice(&zstd(&raw[raw.len() / 2..]));
-    let got = read(&store_with(&two)).unwrap();
-    for r in [0, 511, 512, 1023] {
-        want_row(r, &got);
+    // The same with a first frame whose window (4 MiB) covers the chunk, which decodes
+    // through a buffer of the chunk's size rather than through zstd's window.
+    let mut two_windowed = zstd_windowed(&raw[..raw.len() / 2]);
+    two_windowed.extend_from_slice(&zstd(&raw[raw.len() / 2..]));
+    for two in [&two, &two_windowed] {
+        let got = read(&store_with(two)).unwrap();
+        for r in [0, 511, 512, 1023] {
+            want_row(r, &got);
+        }
     }
     let short = zstd(&raw[..raw.len() - 2]);
     let long = zstd(&[&raw[..], &[7, 0]].concat());
-    let mut long_second = zstd(&raw[..raw.len() / 2]);
+    let mut long_second = zstd_windowed(&raw[..raw.len() / 2]);
     long_second.extend_from_slice(&zstd(&raw[raw.len() / 2 - 2..]));
+    let short_windowed = zstd_windowed(&raw[..raw.len() - 2]);
     let mut trailing = frame.clone();
     trailing.extend_from_slice(b"trailing garbage");
     for bad in [
@@ -357,6 +372,7 @@ fn large_zstd_chunks(crc: bool) {
         &[][..],
         b"definitely not zstd",
         &short,
+        &short_windowed,
         &long,
         &long_second,
         &trailing,

@@ -242,7 +242,7 @@ pub const WHOLE_AT_MOST: usize = 1 << 20;
 
 fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
     let expected = sink.expected();
-    if sink.direct_target().is_none() && expected > WHOLE_AT_MOST && expected <= WINDOW_AT_MOST {
+    if sink.direct_target().is_none() && decode_through_window(src, expected) {
         // The input goes through the same small buffer as a file's: zstd's progress is
         // then a few blocks per call, which are scattered while in cache.
         let copy = |offset: u64, buf: &mut [u8]| -> Result<(), std::convert::Infallible> {
@@ -268,7 +268,7 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
         }
         if sink.expected() <= WHOLE_AT_MOST {
             let expected = sink.expected();
-            let mut whole = Scratch::new();
+            let mut whole = Scratch::fitting(expected);
             whole.clear();
             whole
                 .try_reserve_exact(expected)
@@ -289,7 +289,7 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
             return Ok(sink.write(&whole)?);
         }
         let mut input = InBuffer::around(src);
-        let mut piece = Scratch::new();
+        let mut piece = Scratch::fitting(PIECE);
         piece.resize(PIECE, 0);
         loop {
             let (n, done) = zstd_fill(dctx, &mut input, &mut piece)?;
@@ -316,7 +316,12 @@ pub fn zstd_stream_read(
     key: &str,
 ) -> crate::error::Result<()> {
     let expected = sink.expected();
-    if expected > WHOLE_AT_MOST && expected <= WINDOW_AT_MOST {
+    let mut head = [0u8; FRAME_HEADER_MAX];
+    let head = &mut head[..FRAME_HEADER_MAX.min(len)];
+    if expected > WHOLE_AT_MOST && !head.is_empty() {
+        fill(0, head)?;
+    }
+    if decode_through_window(head, expected) {
         return match zstd_window_decode(len, fill, sink) {
             Ok(read) => read,
             Err(e) => Err(e.at(key)),
@@ -324,7 +329,7 @@ pub fn zstd_stream_read(
     }
     let mut input = Scratch::fitting(INPUT_PIECE);
     input.resize(INPUT_PIECE.min(len).max(1), 0);
-    let mut piece = Scratch::new();
+    let mut piece = Scratch::fitting(PIECE);
     piece.resize(PIECE, 0);
     let mut storage = None;
     let decoded = with_dctx(sink.expected(), |dctx| {
@@ -372,16 +377,59 @@ pub fn zstd_stream_read(
     }
 }
 
-/// Chunks up to this size decode through a buffer of their own size (see
-/// [`zstd_window_decode`]); larger ones stream through zstd's window, which may be smaller.
+/// Chunks up to this size may decode through a buffer of their own size (see
+/// [`decode_through_window`]).
 pub const WINDOW_AT_MOST: usize = 64 << 20;
+
+/// The longest zstd frame header: magic, descriptor, window, dictionary id, content size.
+const FRAME_HEADER_MAX: usize = 18;
+
+/// Whether a scattered zstd chunk of `expected` bytes, whose encoding starts with `head`,
+/// decodes through a buffer of its own size ([`zstd_window_decode`]): when it is too large
+/// to decode whole in cache, and its first frame's window is as large as the chunk, so that
+/// streaming would hold a buffer as large anyway. A frame with a smaller window (zstd's
+/// compressors choose 2 MiB at level 3 for a large input) streams through it instead: a
+/// buffer of the chunk's size on every pool thread would cost more memory than it saves
+/// time (+60 MiB of peak RSS for the benchmark's 32 MiB chunks on two threads, for 4 %).
+fn decode_through_window(head: &[u8], expected: usize) -> bool {
+    expected > WHOLE_AT_MOST
+        && expected <= WINDOW_AT_MOST
+        && frame_window(head).is_some_and(|w| w >= expected as u64)
+}
+
+/// The window a zstd frame declares (for a single-segment frame, its content size), read
+/// from its header at the start of `head`; `None` for anything else (a skippable frame, a
+/// header cut short, not zstd).
+fn frame_window(head: &[u8]) -> Option<u64> {
+    const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    let (magic, rest) = head.split_first_chunk::<4>()?;
+    let (&descriptor, rest) = rest.split_first()?;
+    if *magic != MAGIC {
+        return None;
+    }
+    if descriptor & 0x20 == 0 {
+        let &window = rest.first()?;
+        let base = 1u64 << (10 + (window >> 3));
+        return Some(base + base / 8 * u64::from(window & 7));
+    }
+    // Single segment: no window byte; the dictionary id, then the content size.
+    let dict_len = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let size_len = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+    let field = rest.get(dict_len..dict_len + size_len)?;
+    let mut le = [0u8; 8];
+    le[..size_len].copy_from_slice(field);
+    let size = u64::from_le_bytes(le);
+    Some(if size_len == 2 { size + 256 } else { size })
+}
 
 /// Decodes `len` bytes of zstd frames, which `fill(offset, buf)` supplies piece by piece,
 /// with zstd writing straight into a pooled buffer of the chunk's size (its stable output
 /// mode, as in one-shot decoding), and scatters each block while it is still in cache.
 /// Streaming through small pieces instead makes zstd decode each block into its own window
-/// and copy it out again (A/B on the benchmark's zstd read-all, 32 MiB chunks, alternating
-/// in one process: 1.907 s against 2.035 s on one thread, 0.959 s against 1.001 s on two).
+/// and copy it out again. A/B, the two ways alternating in one process: 512 MiB in 2 MiB
+/// single-segment chunks (zarr-python, level 3) 0.437 s against 0.448 on two threads, 0.866
+/// against 0.887 on one; the benchmark's 32 MiB chunks (2 MiB windows, which
+/// [`decode_through_window`] leaves to streaming) 0.992 against 1.038 on two threads.
 /// The first error of `fill` stops the decode and is returned as it is, in `Ok(Err(..))`.
 fn zstd_window_decode<E>(
     len: usize,
@@ -511,7 +559,7 @@ fn flate_reader(codec: BytesCodec, data: &[u8]) -> Box<dyn Read + '_> {
 
 fn flate_stream(codec: BytesCodec, src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
     let mut reader = flate_reader(codec, src);
-    let mut piece = Scratch::new();
+    let mut piece = Scratch::fitting(PIECE);
     piece.resize(PIECE, 0);
     loop {
         // Fill the piece completely (or to the end) so pieces stay element-aligned.
@@ -629,7 +677,7 @@ fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>, threads: usize) -> Result<()
     // Decode a few blocks at a time (blosc_getitem), so memory stays at a few blocks.
     let blocks = (PIECE / h.blocksize.max(1)).max(1);
     let step = h.blocksize * blocks;
-    let mut piece = Scratch::new();
+    let mut piece = Scratch::fitting(PIECE);
     if h.nbytes.is_multiple_of(h.typesize)
         && step.is_multiple_of(h.typesize)
         && step.is_multiple_of(sink.elem())
@@ -667,4 +715,61 @@ fn blosc_stream(src: &[u8], sink: &mut Scatter<'_>, threads: usize) -> Result<()
         sink.write(&piece[..h.nbytes])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame as zstd's streaming compressor writes it: no content size, the window of
+    /// `window_log`.
+    fn streamed_frame(data: &[u8], window_log: u32) -> Vec<u8> {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        e.window_log(window_log).unwrap();
+        std::io::Write::write_all(&mut e, data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn frame_windows_come_from_the_header() {
+        // One-shot compression of a known size: single segment, the content size is the
+        // window, in whichever field width the size needs.
+        for n in [0usize, 200, 300, 70_000, 3 << 20] {
+            let frame = zstd::bulk::compress(&vec![7u8; n], 3).unwrap();
+            if frame[4] & 0x20 != 0 {
+                assert_eq!(frame_window(&frame), Some(n as u64), "{n} bytes");
+            }
+        }
+        // A large input at level 3: a 2 MiB window, not single segment.
+        let big = zstd::bulk::compress(&vec![7u8; 8 << 20], 3).unwrap();
+        assert_eq!(frame_window(&big), Some(2 << 20));
+        assert_eq!(frame_window(&streamed_frame(b"abc", 22)), Some(4 << 20));
+        let mut skippable = vec![0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0];
+        assert_eq!(frame_window(&skippable), None);
+        skippable[0] = 0x28;
+        assert_eq!(frame_window(&skippable), None);
+        assert_eq!(frame_window(&big[..4]), None);
+        assert_eq!(frame_window(b""), None);
+    }
+
+    #[test]
+    fn only_large_chunks_with_large_windows_decode_through_a_buffer_of_their_size() {
+        let chunk = 4usize << 20;
+        let one_shot = zstd::bulk::compress(&vec![1u8; chunk], 19).unwrap();
+        let window = frame_window(&one_shot).unwrap();
+        assert_eq!(
+            decode_through_window(&one_shot, chunk),
+            window >= chunk as u64
+        );
+        assert!(decode_through_window(&streamed_frame(b"x", 23), chunk));
+        assert!(!decode_through_window(&streamed_frame(b"x", 21), chunk));
+        assert!(!decode_through_window(
+            &streamed_frame(b"x", 23),
+            WHOLE_AT_MOST
+        ));
+        assert!(!decode_through_window(
+            &streamed_frame(b"x", 27),
+            WINDOW_AT_MOST + 2
+        ));
+    }
 }

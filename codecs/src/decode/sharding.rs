@@ -256,9 +256,9 @@ pub fn decode_inner(
         Some((offset, nbytes)) => {
             let name = || inner_chunk_name(key, &part.coord);
             if src.reads_in_place() {
-                let mut encoded = Scratch::new();
                 let len = usize::try_from(nbytes)
                     .map_err(|_| DecodeError::OutOfMemory(usize::MAX).at(&name()))?;
+                let mut encoded = Scratch::fitting(len);
                 encoded
                     .try_reserve_exact(len)
                     .map_err(|_| DecodeError::OutOfMemory(len).at(&name()))?;
