@@ -137,12 +137,7 @@ fn decode_full(codec: BytesCodec, data: &[u8], limit: usize) -> Result<Vec<u8>, 
             if header.nbytes > limit {
                 return Err(too_big());
             }
-            out.try_reserve_exact(header.nbytes)
-                .map_err(|_| DecodeError::OutOfMemory(header.nbytes))?;
-            let target = RawTarget {
-                ptr: out.as_mut_ptr(),
-                len: header.nbytes,
-            };
+            let target = room_for(&mut out, header.nbytes)?;
             blosc_decompress(data, &target, header.nbytes, 1)?;
             // SAFETY: blosc wrote exactly `nbytes` bytes into the reserved capacity.
             unsafe { out.set_len(header.nbytes) };
@@ -209,6 +204,18 @@ fn zstd_fill(
     Ok((out.pos(), false))
 }
 
+/// Empties `buf` and makes room in it for `n` bytes, returned as a target to write them to
+/// (the bytes are not initialised: the writer sets the length).
+fn room_for(buf: &mut Vec<u8>, n: usize) -> Result<RawTarget, DecodeError> {
+    buf.clear();
+    buf.try_reserve_exact(n)
+        .map_err(|_| DecodeError::OutOfMemory(n))?;
+    Ok(RawTarget {
+        ptr: buf.as_mut_ptr(),
+        len: n,
+    })
+}
+
 /// Writes through a raw pointer, so zstd can fill memory that is not initialised yet.
 struct RawBuf<'a> {
     target: &'a RawTarget,
@@ -269,16 +276,9 @@ fn zstd_stream(src: &[u8], sink: &mut Scatter<'_>) -> Result<(), DecodeError> {
         if sink.expected() <= WHOLE_AT_MOST {
             let expected = sink.expected();
             let mut whole = Scratch::fitting(expected);
-            whole.clear();
-            whole
-                .try_reserve_exact(expected)
-                .map_err(|_| DecodeError::OutOfMemory(expected))?;
             // Exactly the chunk's size, whatever capacity the pooled buffer has: zstd refuses
             // a frame that decodes to more.
-            let target = RawTarget {
-                ptr: whole.as_mut_ptr(),
-                len: expected,
-            };
+            let target = room_for(&mut whole, expected)?;
             let mut buf = RawBuf {
                 target: &target,
                 filled: 0,
@@ -439,14 +439,7 @@ fn zstd_window_decode<E>(
     let expected = sink.expected();
     let elem = sink.elem().max(1);
     let mut window = Scratch::fitting(expected);
-    window.clear();
-    window
-        .try_reserve_exact(expected)
-        .map_err(|_| DecodeError::OutOfMemory(expected))?;
-    let target = RawTarget {
-        ptr: window.as_mut_ptr(),
-        len: expected,
-    };
+    let target = room_for(&mut window, expected)?;
     let mut input = Scratch::fitting(INPUT_PIECE);
     input.resize(INPUT_PIECE.min(len).max(1), 0);
     with_dctx(expected, |dctx| {
