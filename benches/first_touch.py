@@ -56,6 +56,7 @@ def child(kind: str, mib: int) -> list[float]:
 
 
 def strip(costs: list[float], width: int = 8) -> str:
+    width = min(width, len(costs))  # a mapping of fewer steps gets one mark a step
     part = max(1, len(costs) // width)
     marks = []
     for i in range(0, part * width, part):
@@ -78,6 +79,8 @@ def main() -> int:
     if not sys.platform.startswith("linux"):
         print("first_touch.py measures Linux's page faults; skipped on", sys.platform)
         return 0
+    if args.mib < 2:
+        parser.error("--mib must be at least 2 (one step)")
     if args.child:
         print(json.dumps(touch(args.mib, args.child == "huge")))
         return 0
