@@ -11,7 +11,7 @@ use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::decode::placement::OutPtr;
 use zarrpipe_codecs::pick::{Factor, Pick};
-use zarrpipe_codecs::read::{ChunkData, Source};
+use zarrpipe_codecs::read::ChunkData;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::write::SrcPtr;
 
@@ -400,6 +400,17 @@ impl Array {
         request: Request,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let written = self.write_request_unwarned(py, request, value);
+        crate::errors::warn_unconditional(py, self.array.store())?;
+        written
+    }
+
+    fn write_request_unwarned(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let array = self.array.clone();
         let cache = self.cache.clone();
         let write_empty = self.write_empty_chunks;
@@ -461,14 +472,7 @@ impl Array {
         run(py, move || {
             let items = array.plan_write(&region, &strides, base)?;
             array
-                .write_chunks(
-                    &items,
-                    &src,
-                    Source::Store,
-                    write_empty,
-                    true,
-                    cache.as_deref(),
-                )
+                .write_chunks(&items, &src, None, write_empty, cache.as_deref())
                 .map(|_| ())
         })?;
         drop(value);

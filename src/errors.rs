@@ -7,7 +7,7 @@ use std::io::ErrorKind;
 
 use pyo3::exceptions::{
     PyException, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyMemoryError, PyOSError,
-    PyPermissionError, PyTimeoutError, PyValueError,
+    PyPermissionError, PyTimeoutError, PyUserWarning, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -33,6 +33,41 @@ create_exception!(
     ZarrpipeError,
     "Valid Zarr that zarrpipe cannot read: a codec or data type it does not support."
 );
+
+create_exception!(
+    zarrpipe,
+    WriteConflictError,
+    ZarrpipeError,
+    "A write of part of a chunk or shard that other writers kept changing under it: every \
+     conditional write to the object store failed, up to the retry limit. Nothing of this \
+     chunk was written; the others that were are whole."
+);
+create_exception!(
+    zarrpipe,
+    UnconditionalWriteWarning,
+    PyUserWarning,
+    "An object store that cannot write conditionally was written unconditionally (the store \
+     was opened with conditional_writes=\"warn\"): a concurrent writer of the same chunk or \
+     shard may have lost an update."
+);
+
+/// Warns, once per call, when writes to `store` went unconditionally.
+pub fn warn_unconditional(py: Python<'_>, store: &zarrpipe_codecs::store::Store) -> PyResult<()> {
+    let Some(remote) = store.remote() else {
+        return Ok(());
+    };
+    let n = remote.wrote_unconditionally();
+    if n > 0 {
+        let msg = format!(
+            "{n} write(s) to {} went unconditionally: the store cannot write conditionally, so \
+             another writer of the same chunk or shard may have lost an update",
+            remote.url()
+        );
+        let msg = std::ffi::CString::new(msg).unwrap_or_default();
+        PyErr::warn(py, &py.get_type::<UnconditionalWriteWarning>(), &msg, 1)?;
+    }
+    Ok(())
+}
 
 // `DecodeError` is also a `ValueError`, as numcodecs' and zarr-python's errors for bad data
 // are, so code written against zarr-python keeps catching it. `create_exception!` takes one
@@ -115,6 +150,7 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         Error::ReadOnly(_) => PyPermissionError::new_err(msg),
         Error::Exists(_) => PyFileExistsError::new_err(msg),
+        Error::Conflict(_) => WriteConflictError::new_err(msg),
         Error::Storage { ref source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
@@ -132,5 +168,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ChecksumError", checksum_error(py)?)?;
     m.add("MetadataError", py.get_type::<MetadataError>())?;
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
+    m.add("WriteConflictError", py.get_type::<WriteConflictError>())?;
+    m.add(
+        "UnconditionalWriteWarning",
+        py.get_type::<UnconditionalWriteWarning>(),
+    )?;
     Ok(())
 }

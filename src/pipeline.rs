@@ -358,10 +358,11 @@ impl PipelineArray {
         let src = unsafe { SrcPtr::new(ptr, layout.len) };
         let array = self.array.clone();
         let written = run(py, move || {
-            let ex = bytes_list(&existing);
-            let source = ex.as_deref().map_or(Source::Store, Source::Supplied);
-            array.write_chunks(&writes, &src, source, write_empty, store_them, None)
-        })?;
+            let supplied = bytes_list(&existing);
+            array.write_chunks(&writes, &src, supplied.as_deref(), write_empty, None)
+        });
+        crate::errors::warn_unconditional(py, self.array.store())?;
+        let written = written?;
         Ok(written
             .into_iter()
             .map(|w| match w {

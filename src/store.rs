@@ -39,6 +39,8 @@ struct Reopen {
     timeout: f64,
     retries: usize,
     concurrency: usize,
+    durable: bool,
+    conditional_writes: String,
 }
 
 impl Store {
@@ -152,9 +154,12 @@ impl Store {
     /// (seconds per request), `retries` and `concurrency` (requests in flight per read)
     /// apply to object stores. `cache_bytes` > 0 enables a decoded-chunk cache of that size.
     /// `mode`: "a" (read and write) or "r" (read-only: writes raise PermissionError); the
-    /// default is "a", except for http(s):// stores ("r").
+    /// default is "a", except for http(s):// stores ("r"). `durable`: local writes are
+    /// forced to disk (`fsync`) before they count as done. `conditional_writes`: what a
+    /// write of part of a chunk does on an object store that cannot write conditionally:
+    /// "require" raises UnsupportedError, "warn" writes unconditionally and warns.
     #[new]
-    #[pyo3(signature = (path, *, mode = None, cache_bytes = 0, options = None, timeout = 30.0, retries = 3, concurrency = 32))]
+    #[pyo3(signature = (path, *, mode = None, cache_bytes = 0, options = None, timeout = 30.0, retries = 3, concurrency = 32, durable = false, conditional_writes = "require"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -165,6 +170,8 @@ impl Store {
         timeout: f64,
         retries: usize,
         concurrency: usize,
+        durable: bool,
+        conditional_writes: &str,
     ) -> PyResult<Self> {
         let location: String = py
             .import("os")?
@@ -175,10 +182,20 @@ impl Store {
                 "timeout must be a positive number of seconds and concurrency at least 1",
             ));
         }
+        let unconditional_writes = match conditional_writes {
+            "require" => false,
+            "warn" => true,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "conditional_writes must be \"require\" or \"warn\", not {other:?}"
+                )))
+            }
+        };
         let settings = RemoteSettings {
             timeout: Duration::from_secs_f64(timeout),
             retries,
             concurrency,
+            unconditional_writes,
         };
         let options = options.unwrap_or_default();
         let reopen_location = if location.contains("://") {
@@ -213,7 +230,8 @@ impl Store {
                 }
             })
             .map_err(to_pyerr)?
-            .read_only(read_only);
+            .read_only(read_only)
+            .durable(durable);
         Ok(Self {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
@@ -227,6 +245,8 @@ impl Store {
                 timeout,
                 retries,
                 concurrency,
+                durable,
+                conditional_writes: conditional_writes.to_owned(),
             },
         })
     }
@@ -242,6 +262,8 @@ impl Store {
         kwargs.set_item("timeout", r.timeout)?;
         kwargs.set_item("retries", r.retries)?;
         kwargs.set_item("concurrency", r.concurrency)?;
+        kwargs.set_item("durable", r.durable)?;
+        kwargs.set_item("conditional_writes", &r.conditional_writes)?;
         let reopen = py.import("zarrpipe._pickle")?.getattr("open_store")?;
         let args = PyTuple::new(
             py,

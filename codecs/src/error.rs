@@ -53,6 +53,11 @@ pub enum Error {
     #[error("{0}")]
     Exists(String),
 
+    /// An update that other writers kept changing under it (object stores: every
+    /// conditional write failed).
+    #[error("{0}")]
+    Conflict(String),
+
     /// A write to a store opened read-only.
     #[error("{0}")]
     ReadOnly(String),

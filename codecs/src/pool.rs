@@ -120,6 +120,30 @@ pub fn run_here<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+thread_local! {
+    static SEQUENTIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every parallel loop of the engine kept on the calling thread: for work
+/// done while holding a key's write turn (`key_turns`), which must never wait inside a
+/// parallel loop, where rayon could hand the thread a job that waits for that same turn.
+pub fn sequential<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SEQUENTIAL.set(self.0);
+        }
+    }
+    let _restore = Restore(SEQUENTIAL.replace(true));
+    f()
+}
+
+/// Whether a parallel loop may fan out from here (not inside [`sequential`]).
+#[must_use]
+pub fn parallel_allowed() -> bool {
+    !SEQUENTIAL.get()
+}
+
 /// Threads one chunk's codec may use: the outer split is chunks across the pool, so a
 /// codec gets the whole pool only when it decodes the only chunk of the only read running
 /// (a read of one blosc chunk then decodes its blocks in parallel).
@@ -128,6 +152,7 @@ pub fn codec_threads(chunks_in_read: u64) -> usize {
     // Off the pool (`run_here`) a codec keeps to the calling thread; asking rayon there
     // would start its global pool.
     if chunks_in_read == 1
+        && parallel_allowed()
         && ACTIVE.load(Ordering::Relaxed) <= 1
         && rayon::current_thread_index().is_some()
     {

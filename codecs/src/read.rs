@@ -49,8 +49,8 @@ pub struct ChunkData {
 
 /// The most bytes any encoding of `decoded` bytes can take (compressors expand
 /// incompressible data by a small fraction, plus headers).
-fn encoded_limit(decoded: usize) -> u64 {
-    (decoded as u64) + (decoded as u64) / 8 + (1 << 20)
+pub(crate) fn encoded_limit(decoded: u64) -> u64 {
+    decoded.saturating_add(decoded / 8).saturating_add(1 << 20)
 }
 
 /// The most bytes the stored value of a whole chunk can take; for a shard, its index too.
@@ -58,7 +58,7 @@ pub(crate) fn stored_limit(chain: &ChunkChain, placement: &Placement, elem: usiz
     let index = chain.plain_sharding().map_or(0, |spec| {
         spec.index_len(spec.grid(&placement.chunk_shape).iter().product())
     });
-    encoded_limit(placement.chunk_bytes(elem)) + index
+    encoded_limit(placement.chunk_bytes(elem) as u64) + index
 }
 
 /// A cache entry: a chunk (or inner chunk) trimmed to the array's bounds, in C order.

@@ -83,6 +83,10 @@ pub struct RemoteSettings {
     pub retries: usize,
     /// Requests in flight at once for one read.
     pub concurrency: usize,
+    /// Where the store cannot write conditionally, write unconditionally (and count it, so
+    /// the caller warns) instead of refusing updates of part of a value
+    /// (`remote_update`).
+    pub unconditional_writes: bool,
 }
 
 impl Default for RemoteSettings {
@@ -91,6 +95,7 @@ impl Default for RemoteSettings {
             timeout: Duration::from_secs(30),
             retries: 3,
             concurrency: 32,
+            unconditional_writes: false,
         }
     }
 }
@@ -112,6 +117,8 @@ pub struct Remote {
     pub settings: RemoteSettings,
     pub counts: RequestCounts,
     url: String,
+    /// Writes made unconditionally since the binding last asked (`remote_update`).
+    pub(crate) unconditional_writes: AtomicU64,
 }
 
 struct Runtime {
@@ -151,7 +158,7 @@ pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
 }
 
 /// A response's whole body, gathered into a reused buffer (see [`crate::response_body`]).
-async fn body(result: GetResult) -> object_store::Result<Bytes> {
+pub(crate) async fn body(result: GetResult) -> object_store::Result<Bytes> {
     let len = result.range.end.saturating_sub(result.range.start);
     response_body::gather(result.into_stream(), len).await
 }
@@ -263,6 +270,7 @@ impl Remote {
             settings,
             counts: RequestCounts::default(),
             url: url.to_owned(),
+            unconditional_writes: AtomicU64::new(0),
         })
     }
 
@@ -271,7 +279,29 @@ impl Remote {
         &self.url
     }
 
-    fn path(&self, key: &str) -> ObjectPath {
+    /// A remote over `store` itself (tests: object_store's in-memory store).
+    #[cfg(test)]
+    pub(crate) fn over(store: Arc<dyn ObjectStore>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            prefix: ObjectPath::from(""),
+            settings: RemoteSettings::default(),
+            counts: RequestCounts::default(),
+            url: "memory://".into(),
+            unconditional_writes: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn store(&self) -> &dyn ObjectStore {
+        self.store.as_ref()
+    }
+
+    /// An object_store failure at `key` as the engine's error.
+    pub(crate) fn error(&self, key: &str, e: object_store::Error) -> Error {
+        storage_error(key, e)
+    }
+
+    pub(crate) fn path(&self, key: &str) -> ObjectPath {
         let key = key.trim_start_matches('/');
         if self.prefix.as_ref().is_empty() {
             ObjectPath::from(key)
@@ -642,14 +672,7 @@ mod tests {
 
     /// A remote over object_store's in-memory store holding `value` at "v".
     fn in_memory(value: Vec<u8>) -> Arc<Remote> {
-        let store = Arc::new(object_store::memory::InMemory::new());
-        let remote = Arc::new(Remote {
-            store,
-            prefix: ObjectPath::from(""),
-            settings: RemoteSettings::default(),
-            counts: RequestCounts::default(),
-            url: "memory://".into(),
-        });
+        let remote = Remote::over(Arc::new(object_store::memory::InMemory::new()));
         let r = remote.clone();
         remote
             .block_on(async move { r.put("v", Bytes::from(value)).await })

@@ -222,8 +222,7 @@ mod tests {
         let items = a.plan_write(&region, &c_strides(&[10, 3], 2), 0).unwrap();
         // SAFETY: `values` outlives the write.
         let src = unsafe { crate::write::SrcPtr::new(values.as_ptr(), values.len()) };
-        a.write_chunks(&items, &src, Source::Store, false, true, None)
-            .unwrap();
+        a.write_chunks(&items, &src, None, false, None).unwrap();
         a
     }
 

@@ -2,7 +2,8 @@
 //! grouped by the stored chunk (shard) that holds them, as reads group them; each touched
 //! chunk is read whole, the new values are copied to their places in it — of repeated
 //! positions the last value stays, as in NumPy's assignment — and it is encoded and stored
-//! like any rebuilt chunk. Every selected position belongs to exactly one chunk
+//! like any rebuilt chunk, as one step no other writer of that chunk interleaves with
+//! ([`crate::store::Store::update`]). Every selected position belongs to exactly one chunk
 //! ([`check_partition`]), so the chunks are rebuilt in parallel without sharing anything.
 
 use crate::array::Array;
@@ -12,7 +13,6 @@ use crate::decode::placement::c_strides;
 use crate::error::{Error, Result};
 use crate::gather::{check_partition, group_factor, Group, Runs};
 use crate::pick::Pick;
-use crate::read::Source;
 use crate::write::SrcPtr;
 
 impl Array {
@@ -45,7 +45,7 @@ impl Array {
             // Step-1 slices and integers: the box path, which builds complete chunks from
             // the fill value without reading them.
             let items = self.plan_write(&region, &src_strides, 0)?;
-            self.write_chunks(&items, src, Source::Store, write_empty, true, cache)?;
+            self.write_chunks(&items, src, None, write_empty, cache)?;
             return Ok(());
         }
         let grid = self.chunk_shape.clone();
@@ -68,8 +68,9 @@ impl Array {
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let sizes = vec![grid.iter().product::<u64>(); items.len()];
         let chunk_strides = c_strides(&grid, elem);
-        self.rebuild(&key_refs, &sizes, true, cache, |i| {
-            let mut chunk = self.decoded_chunk(&grid, &keys[i], Source::Store)?;
+        let reads_old = vec![true; items.len()];
+        self.rebuild(&key_refs, &reads_old, &sizes, None, cache, |i, prior| {
+            let mut chunk = self.decoded_chunk(&grid, &keys[i], prior.encoded)?;
             let runs = Runs {
                 factors,
                 groups: &groups,
@@ -85,7 +86,7 @@ impl Array {
                     .copy_from_slice(values);
                 Ok(())
             })?;
-            self.finish(chunk, &grid, &keys[i], write_empty)
+            self.finish(chunk, &grid, &keys[i], write_empty || !prior.may_delete)
         })?;
         Ok(())
     }

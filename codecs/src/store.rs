@@ -21,6 +21,7 @@ use crate::decode::scratch::Scratch;
 use crate::decode::sharding::ByteSource;
 use crate::error::{Error, Result};
 use crate::local_read;
+use crate::local_write::LockedValue;
 use crate::remote::{Remote, RemoteSettings, RemoteStorage};
 
 /// Encoded bytes of one stored value.
@@ -58,7 +59,24 @@ pub struct Store {
     zarrs: ReadableListableStorage,
     description: String,
     read_only: bool,
+    /// Names this store's keys among every store of the process, for `key_turns`.
+    turn_scope: String,
+    /// Local writes are forced to disk before they count as done (`local_write`).
+    durable: bool,
 }
+
+/// The stored value an update starts from.
+#[derive(Clone, Copy)]
+pub struct Prior<'a> {
+    /// Its bytes; `None` when the key is missing.
+    pub encoded: Option<&'a [u8]>,
+    /// Whether the update may end by deleting the key. Object stores cannot delete
+    /// conditionally, so there an update that leaves a value all fill value stores it.
+    pub may_delete: bool,
+}
+
+/// What an update stores: `Some` bytes, or `None` to delete the key.
+pub type Rebuild<'a> = dyn FnMut(Prior<'_>) -> Result<Option<Vec<u8>>> + 'a;
 
 impl Store {
     /// A local directory store. The directory must exist.
@@ -80,11 +98,14 @@ impl Store {
                 std::io::Error::other(e.to_string()),
             )
         })?;
+        let scope = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(Self {
             backend: Backend::Local(path.to_path_buf()),
             zarrs: Arc::new(zarrs),
             description: path.display().to_string(),
             read_only: false,
+            turn_scope: format!("file:{}", scope.display()),
+            durable: false,
         })
     }
 
@@ -104,6 +125,20 @@ impl Store {
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
+    }
+
+    /// The same store, forcing each local write to disk (file and directory `fsync`) before
+    /// it counts as done, so that it survives a power loss, not only a killed process.
+    #[must_use]
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
+    }
+
+    /// Whether local writes are forced to disk.
+    #[must_use]
+    pub fn is_durable(&self) -> bool {
+        self.durable
     }
 
     /// Whether writes are refused.
@@ -144,6 +179,8 @@ impl Store {
             zarrs: Arc::new(RemoteStorage(remote)),
             description: url.to_owned(),
             read_only: false,
+            turn_scope: format!("url:{}", url.trim_end_matches('/')),
+            durable: false,
         })
     }
 
@@ -162,8 +199,10 @@ impl Store {
         Self {
             backend: Backend::Zarrs,
             zarrs: storage,
+            turn_scope: format!("zarrs:{description}"),
             description,
             read_only: true,
+            durable: false,
         }
     }
 
@@ -180,10 +219,12 @@ impl Store {
             }
         }
         Self {
+            turn_scope: format!("memory:{:p}", Arc::as_ptr(&store)),
             backend: Backend::Memory(store.clone()),
             zarrs: store,
             description: "memory".into(),
             read_only: false,
+            durable: false,
         }
     }
 
@@ -232,21 +273,25 @@ impl Store {
         }
     }
 
-    /// Stores (`Some`) or deletes (`None`) each value, all attempted; the first error is
-    /// returned. Every value ends old or new, never torn: local files are replaced by
-    /// rename, object-store values by one PUT each.
+    /// Stores (`Some`) or deletes (`None`) each value whole, all attempted; the first error
+    /// is returned. Every value ends old or new, never torn, and a replacement never lands
+    /// inside another writer's [`Store::update`] of the same key: local files are written
+    /// under the key's lock (`local_write`), object-store values by one PUT each (an update
+    /// that read the value before it fails its condition and starts over).
     pub fn put_many(&self, ops: &[(&str, Option<&[u8]>)]) -> Result<()> {
         use rayon::prelude::*;
         self.check_writable()?;
         match &self.backend {
-            Backend::Local(root) => {
+            Backend::Local(_) | Backend::Memory(_) => {
                 let one = |(key, value): &(&str, Option<&[u8]>)| {
-                    let path = root.join(key.trim_start_matches('/'));
-                    match value {
-                        Some(bytes) => write_atomically(&path, bytes),
-                        None => remove_if_present(&path),
-                    }
-                    .map_err(|e| Error::storage(key, e))
+                    self.locked(key, |locked| match locked {
+                        Locked::File(file) => match value {
+                            Some(bytes) => file.replace(bytes, self.durable),
+                            None => file.remove(self.durable),
+                        }
+                        .map_err(|e| Error::storage(key, e)),
+                        Locked::Memory(store, k) => set_in_memory(store, &k, *value),
+                    })
                 };
                 let results: Vec<Result<()>> = if ops.len() > 1 {
                     ops.par_iter().map(one).collect()
@@ -280,20 +325,73 @@ impl Store {
                     results.into_iter().collect()
                 })
             }
-            Backend::Memory(store) => {
-                use zarrs::storage::WritableStorageTraits;
-                for (key, value) in ops {
-                    let k = store_key(key)?;
-                    match value {
-                        Some(bytes) => store.set(&k, Bytes::copy_from_slice(bytes)),
-                        None => store.erase(&k),
+            Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
+        }
+    }
+
+    /// Reads the value at `key`, builds the new one from it with `rebuild`, and stores it
+    /// (or deletes the key) as one step that no other writer of this key can interleave
+    /// with, in this process or another: threads take turns per key (`key_turns`); local
+    /// files are read and replaced under the key's lock file (`local_write`); object
+    /// stores write conditionally and start over when another writer got there first
+    /// (`remote_update`). `rebuild` runs with the engine's parallel loops kept on the
+    /// calling thread (`pool::sequential`), and may run more than once on an object store.
+    /// Stored values larger than `limit` are refused as corrupt. Returns the stored size,
+    /// or `None` when the key was deleted (or stays missing).
+    pub fn update(
+        &self,
+        key: &str,
+        limit: u64,
+        rebuild: &mut Rebuild<'_>,
+    ) -> Result<Option<usize>> {
+        self.check_writable()?;
+        let mut rebuild = |prior: Prior<'_>| crate::pool::sequential(|| rebuild(prior));
+        match &self.backend {
+            Backend::Local(_) | Backend::Memory(_) => self.locked(key, |locked| {
+                let old = self.read(key, limit)?;
+                let new = rebuild(Prior {
+                    encoded: old.as_deref(),
+                    may_delete: true,
+                })?;
+                drop(old);
+                let stored = new.as_ref().map(Vec::len);
+                match locked {
+                    Locked::File(file) => match &new {
+                        Some(bytes) => file.replace(bytes, self.durable),
+                        None => file.remove(self.durable),
                     }
-                    .map_err(|e| zarrs_storage_error(key, &e))?;
+                    .map_err(|e| Error::storage(key, e))?,
+                    Locked::Memory(store, k) => set_in_memory(store, &k, new.as_deref())?,
                 }
-                Ok(())
+                Ok(stored)
+            }),
+            Backend::Remote(remote) => {
+                let _turn = crate::key_turns::take(&self.turn_name(key))?;
+                crate::remote_update::update(remote, key, limit, &mut rebuild)
             }
             Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
         }
+    }
+
+    /// Runs `f` holding `key` against every other writer: this process's turn at it, and
+    /// for a local directory the key's lock file.
+    fn locked<T>(&self, key: &str, f: impl FnOnce(Locked) -> Result<T>) -> Result<T> {
+        let _turn = crate::key_turns::take(&self.turn_name(key))?;
+        match &self.backend {
+            Backend::Local(root) => {
+                let path = root.join(key.trim_start_matches('/'));
+                let file = LockedValue::acquire(&path).map_err(|e| Error::storage(key, e))?;
+                f(Locked::File(file))
+            }
+            Backend::Memory(store) => f(Locked::Memory(store.as_ref(), store_key(key)?)),
+            Backend::Remote(_) | Backend::Zarrs => Err(Error::Internal(
+                "key locks are for local and memory stores".into(),
+            )),
+        }
+    }
+
+    fn turn_name(&self, key: &str) -> String {
+        format!("{}/{}", self.turn_scope, key.trim_start_matches('/'))
     }
 
     #[must_use]
@@ -576,45 +674,19 @@ impl ByteSource for ZarrsRanged<'_> {
     }
 }
 
-/// Replaces `path` with `bytes` so readers see the old file or the new one, never a mix.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let (tmp, mut file) = sibling_tempfile(dir, path)?;
-    let result = std::io::Write::write_all(&mut file, bytes)
-        .and_then(|()| file.sync_data())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+/// A key held against other writers, as its kind of store holds it.
+enum Locked<'a> {
+    File(LockedValue),
+    Memory(&'a MemoryStore, StoreKey),
 }
 
-/// A new file next to `path` with a name no other writer uses.
-fn sibling_tempfile(dir: &Path, path: &Path) -> std::io::Result<(PathBuf, File)> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("chunk");
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.zarrpipe-{}-{n}.tmp", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
+fn set_in_memory(store: &MemoryStore, key: &StoreKey, value: Option<&[u8]>) -> Result<()> {
+    use zarrs::storage::WritableStorageTraits;
+    match value {
+        Some(bytes) => store.set(key, Bytes::copy_from_slice(bytes)),
+        None => store.erase(key),
     }
-}
-
-fn remove_if_present(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    .map_err(|e| zarrs_storage_error(key.as_str(), &e))
 }
 
 /// Turns a user's array path (`"a/b"`, `"/a/b"`, `""`) into zarrs' node path (`"/a/b"`),

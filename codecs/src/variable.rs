@@ -243,8 +243,9 @@ impl Array {
     }
 
     /// Writes `data` (the region's extent, C order) into `region`, chunk by chunk in
-    /// parallel: a chunk the region only partly covers is read first; one left all fill
-    /// value is deleted unless `write_empty`.
+    /// parallel: a chunk the region only partly covers is read, updated and stored as one
+    /// step no other writer of it interleaves with ([`crate::store::Store::update`]); one
+    /// left all fill value is deleted unless `write_empty`.
     pub fn write_variable(&self, region: &Region, data: &VarData, write_empty: bool) -> Result<()> {
         self.variable()?;
         self.store.check_writable()?;
@@ -261,30 +262,25 @@ impl Array {
         }
         let indices = self.stored_chunks_of(region);
         let fill = self.zarrs.fill_value().as_ne_bytes().to_vec();
-        let results: Vec<(String, Option<Vec<u8>>)> = indices
-            .par_iter()
-            .map(|index| self.updated_variable_chunk(index, region, data, &fill, write_empty))
-            .collect::<Result<_>>()?;
-        let ops: Vec<(&str, Option<&[u8]>)> = results
+        let keys: Vec<String> = indices.iter().map(|i| self.chunk_key(i)).collect();
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let reads_old: Vec<bool> = indices
             .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .map(|i| !self.covered_part(i, region).1)
             .collect();
-        self.store.put_many(&ops)
+        let sizes = vec![self.chunk_shape.iter().product::<u64>(); keys.len()];
+        self.rebuild(&key_refs, &reads_old, &sizes, None, None, |i, prior| {
+            let keep_empty = write_empty || !prior.may_delete;
+            self.updated_variable_chunk(&indices[i], region, data, &fill, keep_empty, prior.encoded)
+        })?;
+        Ok(())
     }
 
-    /// The encoded chunk `index` after the write (`None`: delete it).
-    fn updated_variable_chunk(
-        &self,
-        index: &[u64],
-        region: &Region,
-        data: &VarData,
-        fill: &[u8],
-        write_empty: bool,
-    ) -> Result<(String, Option<Vec<u8>>)> {
-        let key = self.chunk_key(index);
+    /// The cells of chunk `index` that `region` covers, per axis in chunk coordinates, and
+    /// whether they are all of its cells inside the array.
+    fn covered_part(&self, index: &[u64], region: &Region) -> (Vec<Range<u64>>, bool) {
         let shape = &self.chunk_shape;
         let origin: Vec<u64> = index.iter().zip(shape).map(|(i, c)| i * c).collect();
-        // The chunk's cells the region covers, per axis (chunk coordinates).
         let covered: Vec<Range<u64>> = region
             .ranges
             .iter()
@@ -292,24 +288,33 @@ impl Array {
             .zip(shape)
             .map(|((r, &o), &c)| r.start.max(o) - o..r.end.min(o + c) - o)
             .collect();
-        let in_bounds: Vec<u64> = origin
-            .iter()
-            .zip(shape)
-            .zip(&self.info.shape)
-            .map(|((&o, &c), &s)| c.min(s.saturating_sub(o)))
-            .collect();
         let whole = covered
             .iter()
-            .zip(&in_bounds)
-            .all(|(r, &b)| r.start == 0 && r.end >= b);
+            .zip(&origin)
+            .zip(shape.iter().zip(&self.info.shape))
+            .all(|((r, &o), (&c, &s))| r.start == 0 && r.end >= c.min(s.saturating_sub(o)));
+        (covered, whole)
+    }
+
+    /// The encoded chunk `index` after the write (`None`: delete it), from its old stored
+    /// bytes `old` where the write covers only part of it.
+    fn updated_variable_chunk(
+        &self,
+        index: &[u64],
+        region: &Region,
+        data: &VarData,
+        fill: &[u8],
+        write_empty: bool,
+        old: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        let key = self.chunk_key(index);
+        let shape = &self.chunk_shape;
+        let origin: Vec<u64> = index.iter().zip(shape).map(|(i, c)| i * c).collect();
+        let (covered, whole) = self.covered_part(index, region);
         let old = if whole {
             None
         } else {
-            let bytes = self
-                .zarrs
-                .retrieve_chunk_opt::<ArrayBytes<'static>>(index, &options())
-                .map_err(|e| array_error(&key, e))?;
-            Some(VarData::from_array_bytes(bytes, shape.clone(), &key)?)
+            Some(self.decode_variable(old, &key)?)
         };
         let total: u64 = shape.iter().product();
         let mut out = VarData {
@@ -352,10 +357,9 @@ impl Array {
         }
         out.offsets.push(out.bytes.len());
         if all_fill && !write_empty {
-            return Ok((key, None));
+            return Ok(None);
         }
-        let encoded = self.encode_variable(out, &key)?;
-        Ok((key, Some(encoded)))
+        self.encode_variable(out, &key).map(Some)
     }
 
     /// Decodes one stored chunk (shard) of a variable-length array, whole; `None` (a

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::plan::{for_each_index, ChunkPlan};
 use crate::read::Source;
 use crate::selection::Region;
+use crate::store::Prior;
 
 /// One chunk (or shard) of a write: the part of it (`want`, chunk coordinates) that takes
 /// new values, and where those values are in the source (byte offset of the first one and
@@ -154,17 +155,17 @@ impl Array {
         error.map_or(Ok(items), Err)
     }
 
-    /// Rebuilds and encodes every chunk of `items` from `src`: old chunks come from the
-    /// store, or from `existing` (one per item, `None` = missing) when the caller keeps the
-    /// store itself. With `store_them`, results are stored (or deleted) in the array's
-    /// store; the chunk cache forgets every chunk written.
+    /// Rebuilds and encodes every chunk of `items` from `src`. Old chunks come from the
+    /// store, and the results are stored there (each read, updated and stored as one step
+    /// no other writer interleaves with, see [`crate::store::Store::update`]); or, when the
+    /// caller keeps the store itself, from `supplied` (one per item, `None` = missing), and
+    /// the results are returned. The chunk cache forgets every chunk written.
     pub fn write_chunks(
         &self,
         items: &[ChunkWrite],
         src: &SrcPtr,
-        existing: Source<'_>,
+        supplied: Option<&[Option<&[u8]>]>,
         write_empty: bool,
-        store_them: bool,
         cache: Option<&ChunkCache>,
     ) -> Result<Vec<Written>> {
         self.chain()?;
@@ -176,54 +177,123 @@ impl Array {
                 w[0]
             )));
         }
-        if store_them {
-            self.store.check_writable()?;
-        }
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        let elem = self.info.dtype.size();
+        let reads_old: Vec<bool> = items
+            .iter()
+            .map(|i| !i.fresh && Placement::whole(&i.chunk_shape, elem).want != i.want)
+            .collect();
         let sizes: Vec<u64> = items
             .iter()
             .map(|i| i.chunk_shape.iter().product())
             .collect();
-        self.rebuild(&keys, &sizes, store_them, cache, |i| {
+        self.rebuild(&keys, &reads_old, &sizes, supplied, cache, |i, prior| {
             let item = &items[i];
-            let chunk = self.updated_chunk(item, i, src, existing)?;
-            self.finish(chunk, &item.chunk_shape, &item.key, write_empty)
+            let chunk = self.updated_chunk(item, src, prior.encoded)?;
+            self.finish(
+                chunk,
+                &item.chunk_shape,
+                &item.key,
+                write_empty || !prior.may_delete,
+            )
         })
     }
 
-    /// Runs `rebuilt(i)` (the encoded chunk `keys[i]` of `elements[i]` elements, or None
-    /// when it is to be deleted) for every chunk in parallel; with `store_them` stores each
-    /// result as soon as it is made, and the chunk cache forgets every chunk written.
+    /// Runs `rebuilt(i, prior)` (the encoded chunk `keys[i]` of `elements[i]` elements, or
+    /// None when it is to be deleted) for every chunk, in parallel. `prior` holds the old
+    /// value where `reads_old[i]`; it comes from `supplied` (and the results are returned)
+    /// or from the store, where each result is stored as soon as it is made: a chunk that
+    /// reads its old value through [`crate::store::Store::update`], one that does not by
+    /// replacing the key whole. The chunk cache forgets every chunk written.
     pub(crate) fn rebuild(
         &self,
         keys: &[&str],
+        reads_old: &[bool],
         elements: &[u64],
-        store_them: bool,
+        supplied: Option<&[Option<&[u8]>]>,
         cache: Option<&ChunkCache>,
-        rebuilt: impl Fn(usize) -> Result<Option<Vec<u8>>> + Sync + Send,
+        rebuilt: impl Fn(usize, Prior<'_>) -> Result<Option<Vec<u8>>> + Sync + Send,
     ) -> Result<Vec<Written>> {
         let n = keys.len();
-        let results = if !store_them {
-            map_indices(0..n, |i| {
-                Ok(rebuilt(i)?.map_or(Written::Deleted, Written::Bytes))
-            })
-        } else if self.store.remote().is_some() {
-            self.store_in_groups(keys, elements, &rebuilt)
+        let fresh = Prior {
+            encoded: None,
+            may_delete: true,
+        };
+        if let Some(supplied) = supplied {
+            if supplied.len() != n {
+                return Err(Error::InvalidArgument(format!(
+                    "{} old chunks for {n} chunks",
+                    supplied.len()
+                )));
+            }
+            return map_indices(0..n, |i| {
+                let prior = Prior {
+                    encoded: supplied[i].filter(|_| reads_old[i]),
+                    may_delete: true,
+                };
+                Ok(rebuilt(i, prior)?.map_or(Written::Deleted, Written::Bytes))
+            });
+        }
+        self.store.check_writable()?;
+        let stored = |value: Option<usize>| value.map_or(Written::Deleted, Written::Stored);
+        let update = |i: usize| -> Result<Written> {
+            let limit = self.stored_value_limit(elements[i]);
+            let mut f = |prior: Prior<'_>| rebuilt(i, prior);
+            self.store.update(keys[i], limit, &mut f).map(stored)
+        };
+        let results = if self.store.remote().is_some() {
+            // Values replaced whole go a group at a time; updates one by one.
+            let (updates, whole): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| reads_old[i]);
+            let mut results: Vec<Option<Written>> = vec![None; n];
+            for (i, w) in updates
+                .iter()
+                .zip(map_indices(0..updates.len(), |k| update(updates[k]))?)
+            {
+                results[*i] = Some(w);
+            }
+            let whole_keys: Vec<&str> = whole.iter().map(|&i| keys[i]).collect();
+            let whole_sizes: Vec<u64> = whole.iter().map(|&i| elements[i]).collect();
+            let made =
+                self.store_in_groups(&whole_keys, &whole_sizes, &|k| rebuilt(whole[k], fresh))?;
+            for (i, w) in whole.iter().zip(made) {
+                results[*i] = Some(w);
+            }
+            Ok(results.into_iter().flatten().collect())
         } else {
             // Local files and memory: each pool thread stores its chunk as soon as it has
-            // encoded it.
+            // made it.
             map_indices(0..n, |i| {
-                let value = rebuilt(i)?;
+                if reads_old[i] {
+                    return update(i);
+                }
+                let value = rebuilt(i, fresh)?;
                 self.store.put_many(&[(keys[i], value.as_deref())])?;
-                Ok(value.map_or(Written::Deleted, |b| Written::Stored(b.len())))
+                Ok(stored(value.map(|b| b.len())))
             })
         };
-        if let Some(cache) = cache.filter(|_| store_them) {
+        if let Some(cache) = cache {
             for key in keys {
                 cache.forget_chunk(key);
             }
         }
         results
+    }
+
+    /// The most bytes a stored chunk (shard) of `elements` elements can take: longer ones
+    /// are corrupt and refused before they are read. No bound for variable-length data.
+    fn stored_value_limit(&self, elements: u64) -> u64 {
+        if self.info.variable.is_some() {
+            return u64::MAX;
+        }
+        let decoded = elements.saturating_mul(self.info.dtype.size() as u64);
+        let index = self
+            .chain()
+            .ok()
+            .and_then(|c| c.plain_sharding())
+            .map_or(0, |spec| {
+                spec.index_len(spec.grid(&self.chunk_shape).iter().product())
+            });
+        crate::read::encoded_limit(decoded).saturating_add(index)
     }
 
     /// A rebuilt chunk as it is stored: None when it is all fill value and empty chunks are
@@ -277,13 +347,13 @@ impl Array {
         Ok(results)
     }
 
-    /// The whole chunk after the write, in C order.
+    /// The whole chunk after the write, in C order, from the old stored value `old`
+    /// (decoded unless the write covers the chunk or builds it from the fill value).
     fn updated_chunk(
         &self,
         item: &ChunkWrite,
-        i: usize,
         src: &SrcPtr,
-        existing: Source<'_>,
+        old: Option<&[u8]>,
     ) -> Result<Vec<u8>> {
         let elem = self.info.dtype.size();
         let whole = Placement::whole(&item.chunk_shape, elem);
@@ -295,15 +365,7 @@ impl Array {
         } else if item.fresh {
             self.filled_chunk(&item.chunk_shape, &item.key)?
         } else {
-            let one;
-            let source = match existing {
-                Source::Supplied(all) => {
-                    one = [all.get(i).copied().flatten()];
-                    Source::Supplied(&one)
-                }
-                Source::Store => Source::Store,
-            };
-            self.decoded_chunk(&item.chunk_shape, &item.key, source)?
+            self.decoded_chunk(&item.chunk_shape, &item.key, old)?
         };
         copy_in(&mut chunk, &whole.out_strides, item, src, elem)?;
         Ok(chunk)
@@ -324,13 +386,13 @@ impl Array {
         Ok(chunk)
     }
 
-    /// The whole chunk `key` decoded in C order (the fill value where it is missing), from
-    /// the store or the caller's bytes (`source` with one entry).
+    /// The whole chunk `key` decoded in C order from its stored bytes (all fill value when
+    /// it is missing).
     pub(crate) fn decoded_chunk(
         &self,
         shape: &[u64],
         key: &str,
-        source: Source<'_>,
+        encoded: Option<&[u8]>,
     ) -> Result<Vec<u8>> {
         let elem = self.info.dtype.size();
         let nbytes = checked_nbytes(shape, elem)?;
@@ -343,6 +405,7 @@ impl Array {
         };
         // SAFETY: `chunk` has capacity `nbytes`; the read writes all of it, or fails.
         let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
+        let source = Source::Supplied(std::slice::from_ref(&encoded));
         self.read_plan(std::slice::from_ref(&plan), &out, source, None)?;
         // SAFETY: every byte was decoded or filled (errors returned above).
         unsafe { chunk.set_len(nbytes) };

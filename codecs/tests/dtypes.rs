@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::create::{create_array, ArraySpec};
 use zarrpipe_codecs::decode::placement::c_strides;
-use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 use zarrpipe_codecs::variable::{VarData, Variable};
@@ -44,9 +43,7 @@ fn write(array: &Array, selectors: &[AxisSelector], bytes: &[u8]) {
     // SAFETY: `bytes` outlives the write and is not modified during it.
     let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
     let items = array.plan_write(&region, &strides, 0).unwrap();
-    array
-        .write_chunks(&items, &src, Source::Store, false, true, None)
-        .unwrap();
+    array.write_chunks(&items, &src, None, false, None).unwrap();
 }
 
 fn read_all(array: &Array) -> Vec<u8> {

@@ -15,7 +15,6 @@ use zarrpipe_codecs::cache::ChunkCache;
 use zarrpipe_codecs::create::{create_array, ArraySpec};
 use zarrpipe_codecs::decode::placement::c_strides;
 use zarrpipe_codecs::pick::{Factor, Pick};
-use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 use zarrpipe_codecs::write::{SrcPtr, Written};
@@ -49,7 +48,7 @@ fn try_write(
     // SAFETY: `bytes` outlives the write and is not modified during it.
     let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
     let items = array.plan_write(&region, &strides, 0)?;
-    array.write_chunks(&items, &src, Source::Store, write_empty, true, None)
+    array.write_chunks(&items, &src, None, write_empty, None)
 }
 
 fn read_all(array: &Array) -> Vec<u16> {
@@ -168,9 +167,7 @@ fn one_write_may_not_name_a_chunk_twice() {
     let bytes = [0u8; 8];
     // SAFETY: `bytes` outlives the call.
     let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
-    let err = a
-        .write_chunks(&items, &src, Source::Store, false, true, None)
-        .unwrap_err();
+    let err = a.write_chunks(&items, &src, None, false, None).unwrap_err();
     assert!(err.to_string().contains("twice"), "{err}");
 }
 
@@ -215,7 +212,7 @@ fn writes_forget_the_cached_chunks_they_replace() {
     // SAFETY: `bytes` outlives the write.
     let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
     let items = a.plan_write(&region, &c_strides(&[4, 4], 2), 0).unwrap();
-    a.write_chunks(&items, &src, Source::Store, false, true, Some(&cache))
+    a.write_chunks(&items, &src, None, false, Some(&cache))
         .unwrap();
     assert_eq!(cache.stats().entries, 0);
     assert_eq!(

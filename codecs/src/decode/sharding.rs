@@ -290,7 +290,7 @@ pub fn decode_shard(
     let index = ShardIndex::read(spec, src, n).map_err(|e| e.at(key))?;
     let parts = inner_parts(spec, placement);
     let one = |part: &InnerPart| decode_inner(spec, src, &index, part, target, key);
-    if parts.len() > 1 {
+    if parts.len() > 1 && crate::pool::parallel_allowed() {
         parts.par_iter().try_for_each(one)
     } else {
         parts.iter().try_for_each(one)
