@@ -1,22 +1,31 @@
 """Writes the benchmark volume (the read benchmark's uint16 data, `zarrpipe.bench.datasets`)
 as the `zstd` and `zstd-sharded` arrays with each writer, each run in a fresh process, and
-reports MB/s (median, min, max) and the child's peak RSS.
+reports the seconds (median [min-max]) and how much the process's RSS grew during the write.
 
     python benches/write_bench.py [--size quick|full] [--repeats 3] [--writers A,B]
                                   [--datasets zstd,zstd-sharded] [--threads N]
-                                  [--data-dir DIR] [--json FILE]
+                                  [--python-new PYTHON] [--durable] [--data-dir DIR]
+                                  [--json FILE]
 
-Writers: `zarrpipe` (native API: `Store.create_array` + `arr[...] = data`), `zarr`
-(zarr-python, default pipeline), `zarr+zarrs` (zarr-python with zarrs-python's
-`ZarrsCodecPipeline`, strict) and `tensorstore` (zarr3 driver, file kvstore). Every run
-creates the array (zstd level 3; full: 256³ chunks, or 64³ inner chunks in 256³ shards) and
-writes the whole source array from memory in one call; the clock covers both. The source is
-read into memory before the clock starts, so every child's peak RSS (ru_maxrss) includes it;
-"peak - RSS before write" is the peak less the RSS just before the clock started.
-Afterwards the child reads the array back with zarrpipe and compares it with the source: a
-mismatch is a FAILED row with no numbers. Runs are interleaved: round r runs every writer
-once, in an order rotated by r; between runs the parent deletes the output and calls
-`os.sync()` so that one writer's dirty pages are not flushed on the next one's clock.
+Writers: `zarrpipe` (native API: `Store.create_array` + `arr[...] = data`), `zarr+zarrpipe`
+(zarr-python on `zarrpipe.CodecPipeline`, strict), `zarr` (zarr-python, default pipeline),
+`zarr-fused` (zarr-python >= 3.3's `FusedCodecPipeline`; run with `--python-new`, an
+interpreter that has it), `zarr+zarrs` (zarrs-python's `ZarrsCodecPipeline`, strict) and
+`tensorstore` (zarr3 driver, file kvstore). Every run creates the array (zstd level 3; full:
+256³ chunks, or 64³ inner chunks in 256³ shards) and writes the whole source array from
+memory in one call; the clock covers both. The source is read into memory before the clock
+starts; just before it starts, the child resets its peak RSS (`/proc/self/clear_refs`), so
+"RSS growth" is the peak during the write less the RSS just before it. Afterwards the child
+reads the array back with zarrpipe and compares it with the source: a mismatch is a FAILED
+row with no numbers. Runs are interleaved: round r runs every writer once, in an order
+rotated by r; between runs the parent deletes the output and calls `os.sync()` so that one
+writer's dirty pages are not flushed on the next one's clock. `--durable` opens zarrpipe's
+stores with `durable=True` (every chunk file and directory flushed to disk).
+
+Each round also measures the encode limit: one thread compresses 8 chunks of the source
+(the dataset's chunks, or inner chunks: every 8th), already in memory, with numcodecs' Zstd at
+the same level; the limit is the source's size over that rate times the threads. No writer
+can beat it without a faster compressor.
 """
 
 from __future__ import annotations
@@ -24,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -42,7 +50,15 @@ SIZES = {
     "quick": ((64, 128, 128), (32, 32, 32), (16, 16, 16)),
 }
 DATASETS = ("zstd", "zstd-sharded")
-WRITERS = ("zarrpipe", "zarr", "zarr+zarrs", "tensorstore")
+WRITERS = ("zarrpipe", "zarr+zarrpipe", "zarr", "zarr-fused", "zarr+zarrs", "tensorstore")
+# Writers that need zarr-python >= 3.3, run with --python-new.
+NEW_ZARR = ("zarr-fused",)
+PIPELINES = {
+    "zarr": ("BatchedCodecPipeline", None),
+    "zarr+zarrpipe": ("CodecPipeline", "zarrpipe.CodecPipeline"),
+    "zarr-fused": ("FusedCodecPipeline", "zarr.core.codec_pipeline.FusedCodecPipeline"),
+    "zarr+zarrs": ("ZarrsCodecPipeline", "zarrs.ZarrsCodecPipeline"),
+}
 ZSTD = {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
 BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
@@ -50,12 +66,18 @@ BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 # ------------------------------------------------------------------ the child: one run
 
 
-def _vmrss_kib() -> int:
+def _status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
+
+
+def _reset_peak_rss() -> None:
+    """Starts VmHWM (the peak RSS) again from the current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def _layout(p: dict) -> dict[str, Any]:
@@ -74,14 +96,14 @@ def _prepare(p: dict) -> Any:
 
         zarrpipe.set_num_threads(threads)
         out.mkdir(parents=True)
-        store = zarrpipe.Store(out)
+        store = zarrpipe.Store(out, durable=p.get("durable", False))
 
         def write(data: np.ndarray) -> None:
             arr = store.create_array("a", shape=shape, dtype="uint16", compressors=ZSTD, **layout)
             arr[...] = data
 
         return write
-    if p["writer"] in ("zarr", "zarr+zarrs"):
+    if p["writer"] in PIPELINES:
         import warnings
 
         import zarr
@@ -89,14 +111,14 @@ def _prepare(p: dict) -> Any:
 
         warnings.filterwarnings("ignore", category=UserWarning)
         conf: dict = {"threading.max_workers": threads}
-        if p["writer"] == "zarr+zarrs":
-            import zarrs  # noqa: F401 (fails early when missing)
+        want, path = PIPELINES[p["writer"]]
+        if path is not None:
+            conf.update({"codec_pipeline.path": path, "codec_pipeline.strict": True})
+        if p["writer"] == "zarr+zarrpipe":
+            import zarrpipe
 
-            conf.update(
-                {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}
-            )
+            zarrpipe.set_num_threads(threads)
         zarr.config.set(conf)
-        want = "ZarrsCodecPipeline" if p["writer"] == "zarr+zarrs" else "BatchedCodecPipeline"
 
         def write(data: np.ndarray) -> None:
             z = zarr.create_array(
@@ -165,11 +187,12 @@ def load(path: str) -> np.ndarray:
 def child(p: dict) -> dict:
     data = load(p["source"])
     write = _prepare(p)
-    baseline = _vmrss_kib()
+    _reset_peak_rss()
+    baseline = _status_kib("VmRSS")
     start = time.perf_counter()
     write(data)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = _status_kib("VmHWM")
     import zarrpipe  # the check, after the peak was taken
 
     arr = zarrpipe.Store(p["out"], mode="r").open_array("a")
@@ -191,17 +214,53 @@ def child(p: dict) -> dict:
 # ------------------------------------------------------------------ the parent
 
 
-def available(writer: str) -> str | None:
+def encode_limit_child(p: dict) -> dict:
+    """One thread's zstd rate over 8 of the dataset's chunks (inner chunks when sharded),
+    every 8th of the volume, already in memory and C-contiguous."""
+    from numcodecs import Zstd
+
+    data = load(p["source"])
+    block = p["inner"] if p["sharded"] else p["chunks"]
+    grid = [n // b for n, b in zip(data.shape, block, strict=True)]
+    total = int(np.prod(grid))
+    chunks = []
+    for k in range(0, total, max(1, total // 8))[:8]:
+        index = np.unravel_index(k, grid)
+        sel = tuple(slice(i * b, (i + 1) * b) for i, b in zip(index, block, strict=True))
+        chunks.append(np.ascontiguousarray(data[sel]))
+    del data
+    codec = Zstd(level=ZSTD["configuration"]["level"], checksum=False)
+    codec.encode(chunks[0])  # warm-up
+    start = time.perf_counter()
+    for c in chunks:
+        codec.encode(c)
+    seconds = time.perf_counter() - start
+    return {"status": "ok", "mbps_per_thread": sum(c.nbytes for c in chunks) / 1e6 / seconds}
+
+
+def available(writer: str, python_new: str | None) -> str | None:
     """None, or why the writer is skipped."""
+    if writer in NEW_ZARR and not python_new:
+        return "needs --python-new (an interpreter with zarr-python >= 3.3)"
     modules = {
         "zarrpipe": ["zarrpipe"],
+        "zarr+zarrpipe": ["zarr", "zarrpipe"],
         "zarr": ["zarr"],
+        "zarr-fused": ["zarr"],
         "zarr+zarrs": ["zarr", "zarrs"],
         "tensorstore": ["tensorstore"],
     }[writer]
-    import importlib.util
-
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    python = python_new if writer in NEW_ZARR else sys.executable
+    probe = (
+        "import importlib.util, sys; "
+        "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    )
+    found = subprocess.run(
+        [python, "-c", probe, *modules], capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        return f"{python} does not run"
+    missing = found.stdout.split()
     return f"not installed: {', '.join(missing)}" if missing else None
 
 
@@ -221,7 +280,7 @@ def source_file(data_dir: Path, shape: tuple[int, ...], chunk: int, log: Any) ->
     return path
 
 
-def run_one(params: dict, timeout: float) -> dict:
+def run_one(params: dict, timeout: float, python: str = sys.executable) -> dict:
     env = {
         **os.environ,
         "ZARRPIPE_NUM_THREADS": str(params["threads"]),
@@ -229,7 +288,7 @@ def run_one(params: dict, timeout: float) -> dict:
     }
     try:
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", json.dumps(params)],
+            [python, __file__, "--child", json.dumps(params)],
             capture_output=True, text=True, timeout=timeout, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -249,15 +308,15 @@ def summarise(runs: list[dict], nbytes: int) -> dict:
     if len(ok) < len(runs):
         bad = next(r for r in runs if r["status"] != "ok")
         return {"status": "FAILED", "reason": bad["reason"], "runs": runs}
-    mbps = [nbytes / 1e6 / r["seconds"] for r in ok]
+    seconds = [r["seconds"] for r in ok]
     return {
         "status": "ok",
         "runs": runs,
-        "mbps_median": statistics.median(mbps),
-        "mbps_min": min(mbps),
-        "mbps_max": max(mbps),
-        "peak_rss_mib": max(r["peak_rss_mib"] for r in ok),
-        "over_source_mib": max(r["peak_rss_mib"] - r["baseline_rss_mib"] for r in ok),
+        "s_median": statistics.median(seconds),
+        "s_min": min(seconds),
+        "s_max": max(seconds),
+        "mbps_median": nbytes / 1e6 / statistics.median(seconds),
+        "rss_growth_mib": max(r["peak_rss_mib"] - r["baseline_rss_mib"] for r in ok),
         "stored_mib": ok[0]["stored_bytes"] / 2**20,
     }
 
@@ -266,25 +325,44 @@ def table(report: dict) -> str:
     lines = []
     nbytes_mib = report["nbytes"] / 2**20
     for ds in report["datasets"]:
+        rows = report["results"][ds]
+        limit = report["limits"].get(ds)
+        ok = {w: r for w, r in rows.items() if r["status"] == "ok"}
+        others = [r["s_median"] for w, r in ok.items() if w != "zarrpipe"]
+        fastest_other = min(others) if others else None
         lines += [
             f"\n{ds}: {report['shape']} uint16 ({nbytes_mib:.0f} MiB), "
             f"{report['repeats']} runs per writer, {report['threads']} threads",
             "",
-            "| writer | MB/s median [min-max] | peak RSS MiB | peak - RSS before write MiB | "
-            "stored MiB |",
-            "|---|---|---|---|---|",
+            "| writer | s median [min-max] | MB/s (median) | RSS growth MiB | stored MiB | "
+            "fastest other / this |",
+            "|---|---|---|---|---|---|",
         ]
-        for w, row in report["results"][ds].items():
+        for w, row in rows.items():
             if row["status"] == "skipped":
-                lines.append(f"| {w} | skipped: {row['reason']} | | | |")
+                lines.append(f"| {w} | skipped: {row['reason']} | | | | |")
             elif row["status"] != "ok":
-                lines.append(f"| {w} | FAILED: {row['reason']} | | | |")
+                lines.append(f"| {w} | FAILED: {row['reason']} | | | | |")
             else:
+                ratio = f"{fastest_other / row['s_median']:.2f}x" if fastest_other else ""
                 lines.append(
-                    f"| {w} | {row['mbps_median']:.0f} [{row['mbps_min']:.0f}-"
-                    f"{row['mbps_max']:.0f}] | {row['peak_rss_mib']:.0f} | "
-                    f"{row['over_source_mib']:.0f} | {row['stored_mib']:.0f} |"
+                    f"| {w} | {row['s_median']:.2f} [{row['s_min']:.2f}-{row['s_max']:.2f}] | "
+                    f"{row['mbps_median']:.0f} | {row['rss_growth_mib']:.0f} | "
+                    f"{row['stored_mib']:.0f} | {ratio} |"
                 )
+        if limit:
+            rates = limit["mbps_per_thread"]
+            lines.append(
+                f"\nEncode limit: {statistics.median(rates):.0f} MB/s per thread "
+                f"[{min(rates):.0f}-{max(rates):.0f}] (numcodecs Zstd, one thread, chunks in "
+                f"memory) x {report['threads']} threads = {limit['s_median']:.2f} s"
+                + (
+                    f"; zarrpipe's median is {limit['s_median'] / ok['zarrpipe']['s_median']:.0%} "
+                    "of it"
+                    if "zarrpipe" in ok
+                    else ""
+                )
+            )
     return "\n".join(lines)
 
 
@@ -298,10 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", help="keeps the source volume here (else a temporary dir)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--python-new", help="an interpreter with zarr-python >= 3.3 (zarr-fused)")
+    ap.add_argument("--durable", action="store_true", help="zarrpipe stores with durable=True")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
+        params = json.loads(args.child)
+        run = encode_limit_child if params.get("writer") == "encode-limit" else child
+        print(json.dumps(run(params)))
         return 0
 
     writers = args.writers.split(",")
@@ -321,20 +403,26 @@ def main(argv: list[str] | None = None) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         source = source_file(data_dir, shape, chunks[0], log)
-        skipped = {w: available(w) for w in writers}
+        skipped = {w: available(w, args.python_new) for w in writers}
         runs: dict = {ds: {w: [] for w in writers} for ds in datasets}
+        rates: dict = {ds: [] for ds in datasets}
         for r in range(args.repeats):
             order = writers[r % len(writers) :] + writers[: r % len(writers)]
             for ds in datasets:
+                base = {
+                    "source": str(source), "out": str(data_dir / "out.zarr"), "shape": shape,
+                    "chunks": chunks, "inner": inner, "sharded": ds == "zstd-sharded",
+                    "threads": args.threads, "durable": args.durable,
+                }  # fmt: skip
+                limit = run_one({**base, "writer": "encode-limit"}, args.timeout)
+                if limit["status"] == "ok":
+                    rates[ds].append(limit["mbps_per_thread"])
+                log(f"round {r + 1}/{args.repeats} {ds} encode limit: {limit}")
                 for w in order:
                     if skipped[w]:
                         continue
-                    params = {
-                        "writer": w, "source": str(source), "out": str(data_dir / "out.zarr"),
-                        "shape": shape, "chunks": chunks, "inner": inner,
-                        "sharded": ds == "zstd-sharded", "threads": args.threads,
-                    }  # fmt: skip
-                    result = run_one(params, args.timeout)
+                    python = args.python_new if w in NEW_ZARR else sys.executable
+                    result = run_one({**base, "writer": w}, args.timeout, python)
                     runs[ds][w].append(result)
                     speed = (
                         f"{nbytes / 1e6 / result['seconds']:.0f} MB/s"
@@ -351,13 +439,21 @@ def main(argv: list[str] | None = None) -> int:
             }
             for ds in datasets
         }
+        limits = {
+            ds: {
+                "mbps_per_thread": rates[ds],
+                "s_median": nbytes / 1e6 / (statistics.median(rates[ds]) * args.threads),
+            }
+            for ds in datasets
+            if rates[ds]
+        }
     finally:
         if tmp is not None:
             tmp.cleanup()
     report = {
         "size": args.size, "shape": list(shape), "chunks": list(chunks), "inner": list(inner),
         "nbytes": nbytes, "repeats": args.repeats, "threads": args.threads, "results": results,
-        "datasets": datasets,
+        "datasets": datasets, "limits": limits, "durable": args.durable,
     }  # fmt: skip
     print(table(report))
     if args.json:

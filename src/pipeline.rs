@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -17,6 +17,7 @@ use zarrpipe_codecs::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::store::Store as EngineStore;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
+use zarrpipe_codecs::write_points::PointWrite;
 
 use crate::errors::to_pyerr;
 use crate::runtime::run;
@@ -206,41 +207,73 @@ impl PipelineArray {
             .collect()
     }
 
-    /// Encodes whole stored chunks of a variable-length array (NumPy arrays of the stored
-    /// chunk shape) in parallel: bytes, or None for a chunk all fill value when
-    /// `write_empty` is false (to delete).
-    fn encode_variable<'py>(
+    /// Writes `value` (1-D: each item's values in turn) at listed positions of stored
+    /// chunks: `items` are (key, C-order positions in the chunk as a 1-D uint64 array,
+    /// fresh). Old chunks come from `existing` (bytes or None per item) or from the store
+    /// (each read, updated and stored as one step no other writer interleaves with);
+    /// returns per item the encoded bytes (None: delete) when `existing` is given.
+    #[pyo3(signature = (value, items, write_empty, existing = None))]
+    fn write_points<'py>(
         &self,
         py: Python<'py>,
-        chunks: Vec<Bound<'py, PyAny>>,
-        keys: Vec<String>,
+        value: &Bound<'py, PyAny>,
+        items: Vec<(String, PyReadonlyArray1<'py, u64>, bool)>,
         write_empty: bool,
+        existing: Option<Vec<Option<PyBackedBytes>>>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        if keys.len() != chunks.len() {
-            return Err(PyValueError::new_err("one key per chunk"));
+        if existing.is_none() && !self.reads_store() {
+            return Err(PyValueError::new_err(
+                "this array's old chunks must be passed as bytes",
+            ));
         }
-        let kind = self.array.variable().map_err(to_pyerr)?;
-        let shape = self.array.stored_chunk_shape().to_vec();
-        let data = chunks
-            .iter()
-            .map(|c| crate::variable::from_numpy(py, c, kind, &shape))
+        let items = items
+            .into_iter()
+            .map(|(key, positions, fresh)| {
+                Ok(PointWrite {
+                    key,
+                    positions: positions.as_array().to_vec(),
+                    fresh,
+                })
+            })
             .collect::<PyResult<Vec<_>>>()?;
         let array = self.array.clone();
-        let encoded = run(py, move || {
-            use rayon::prelude::*;
-            data.into_par_iter()
-                .zip(keys)
-                .map(|(c, key)| {
-                    if !write_empty && array.all_fill_variable(&c) {
-                        return Ok(None);
-                    }
-                    array.encode_variable(c, &key).map(Some)
-                })
-                .collect::<zarrpipe_codecs::Result<Vec<_>>>()
-        })?;
-        Ok(encoded
+        let written = if let Some(kind) = self.array.info.variable {
+            let n = value.len()? as u64;
+            let values = crate::variable::from_numpy(py, value, kind, &[n])?;
+            run(py, move || {
+                let supplied = bytes_list(&existing);
+                array.write_points_variable(&items, &values, supplied.as_deref(), write_empty)
+            })
+        } else {
+            let value = value.cast::<PyUntypedArray>()?;
+            if value.dtype().itemsize() != self.array.info.dtype.size() || value.ndim() != 1 {
+                return Err(PyValueError::new_err(
+                    "values must be a 1-D array of the array's element size",
+                ));
+            }
+            let value = py
+                .import("numpy")?
+                .call_method1("ascontiguousarray", (value,))?
+                .cast_into::<PyUntypedArray>()?;
+            let (ptr, layout) = numpy_layout(&value, false)?;
+            // SAFETY: `value` is a C-contiguous array we hold until the write returns, and
+            // nothing changes it meanwhile (a fresh copy, or zarr-python's value array).
+            let src =
+                unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
+            let written = run(py, move || {
+                let supplied = bytes_list(&existing);
+                array.write_points(&items, &src, supplied.as_deref(), write_empty, None)
+            });
+            drop(value);
+            written
+        };
+        crate::errors::warn_unconditional(py, self.array.store())?;
+        Ok(written?
             .into_iter()
-            .map(|e| e.map(|b| PyBytes::new(py, &b)))
+            .map(|w| match w {
+                Written::Bytes(b) => Some(PyBytes::new(py, &b)),
+                Written::Stored(_) | Written::Deleted => None,
+            })
             .collect())
     }
 

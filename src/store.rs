@@ -363,6 +363,12 @@ impl Store {
         self.store.is_read_only()
     }
 
+    /// Whether local writes are forced to disk before they count as done (`durable=True`).
+    #[getter]
+    fn durable(&self) -> bool {
+        self.store.is_durable()
+    }
+
     /// Creates an array at `path` and returns it, writing the metadata zarr-python writes
     /// for the same arguments. `chunks` are the read chunks (inner chunks when `shards` is
     /// given); `compressors` and `filters` are v3 codec dicts

@@ -32,13 +32,36 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
+# moto checks a conditional PUT's If-Match and then stores, in two steps: two requests at
+# once can both pass the check. S3 does both as one step; this runs moto's app one request
+# at a time, so conditional writes mean what they mean on S3.
+_ONE_REQUEST_AT_A_TIME = """
+import sys, threading
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import run_simple
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def one_at_a_time(environ, start_response):
+    with lock:
+        body = app(environ, start_response)
+        return [b"".join(body)]
+run_simple("127.0.0.1", int(sys.argv[1]), one_at_a_time, threaded=True)
+"""
+
+
 @contextlib.contextmanager
-def moto_s3() -> Iterator[str]:
-    """A moto S3 server; yields its endpoint URL."""
+def moto_s3(one_request_at_a_time: bool = False) -> Iterator[str]:
+    """A moto S3 server; yields its endpoint URL. With `one_request_at_a_time`, requests
+    are answered one after another, so that conditional writes are atomic, as on S3."""
     pytest.importorskip("moto.server")
     port = free_port()
+    command = (
+        [sys.executable, "-c", _ONE_REQUEST_AT_A_TIME, str(port)]
+        if one_request_at_a_time
+        else [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -182,6 +205,29 @@ def _handler(root: Path, faults: Faults) -> type[SimpleHTTPRequestHandler]:
                 self.wfile.write(body[at : at + piece])
                 self.wfile.flush()
                 time.sleep(piece / rate)
+
+        def do_PUT(self) -> None:
+            # A WebDAV-like PUT (object_store's HTTP store writes this way): the whole body
+            # becomes the file. No conditional headers are honoured, as plain servers do.
+            if self._refuse():
+                return
+            path = Path(self.translate_path(self.path))
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_DELETE(self) -> None:
+            if self._refuse():
+                return
+            path = self._file()
+            if path is not None:
+                path.unlink()
+            self.send_response(204 if path is not None else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
     return Handler
 

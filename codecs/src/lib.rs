@@ -35,6 +35,7 @@ pub mod selection;
 pub mod store;
 pub mod variable;
 pub mod write;
+pub mod write_points;
 
 pub use dtype::{ElementKind, ElementType};
 pub use error::{Error, Result};

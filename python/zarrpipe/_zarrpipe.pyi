@@ -22,7 +22,9 @@ __all__ = [
     "OwnedTensor",
     "Store",
     "Tensor",
+    "UnconditionalWriteWarning",
     "UnsupportedError",
+    "WriteConflictError",
     "ZarrpipeError",
     "_BytesView",
     "_PipelineArray",
@@ -69,6 +71,16 @@ class MetadataError(ZarrpipeError):
 
 class UnsupportedError(ZarrpipeError):
     """Valid Zarr that zarrpipe cannot read: a codec or data type it does not support."""
+
+class WriteConflictError(ZarrpipeError):
+    """A write of part of a chunk or shard that other writers kept changing under it: every
+    conditional write to the object store failed, up to the retry limit. Nothing of this
+    chunk was written; the others that were are whole."""
+
+class UnconditionalWriteWarning(UserWarning):
+    """An object store that cannot write conditionally was written unconditionally (the
+    store was opened with conditional_writes="warn"): a concurrent writer of the same chunk
+    or shard may have lost an update."""
 
 @final
 class Tensor:
@@ -538,8 +550,17 @@ class Store:
         timeout: float = 30.0,
         retries: int = 3,
         concurrency: int = 32,
+        durable: bool = False,
+        conditional_writes: Literal["require", "warn"] = "require",
     ) -> Store:
         """Opens a store.
+
+        Writers never lose each other's updates: a write that changes part of a stored
+        chunk or shard reads, updates and stores it as one step no other writer of it
+        interleaves with, whether the other writer is a thread, a process, zarr-python on
+        `zarrpipe.CodecPipeline` or TensorStore (local directories: a `<key>.__lock` file
+        beside the key; object stores: conditional writes). See the guide's "Concurrent
+        writes" page for what holds on network file systems and other stores.
 
         Args:
             path: A local directory (a path or a `file://` URL; created with its parents if
@@ -555,6 +576,14 @@ class Store:
             timeout: Seconds allowed per object-store request.
             retries: Retries of transient object-store failures.
             concurrency: Object-store requests in flight per read.
+            durable: Force every local write to disk (`fsync` of the file, then of its
+                directory) before it counts as done, so that it survives a power loss.
+                Without it a write survives the writer being killed (values are replaced
+                by rename: old or new, never torn) but may be lost in a power loss.
+            conditional_writes: Object stores that cannot write conditionally (plain
+                HTTP, servers that answer "not implemented"): `"require"` refuses writes
+                of part of a chunk with UnsupportedError; `"warn"` writes unconditionally
+                with an UnconditionalWriteWarning (safe only with one writer per chunk).
 
         Returns:
             The store. Nothing is read until an array is opened.
@@ -562,12 +591,15 @@ class Store:
         Raises:
             FileNotFoundError: With `mode="r"`, a local directory that does not exist.
             OSError: A missing local directory that cannot be created.
-            ValueError: An unknown `mode`, URL scheme or option; a `timeout` that is not
-                positive; `concurrency` 0.
+            ValueError: An unknown `mode`, URL scheme, option or `conditional_writes`; a
+                `timeout` that is not positive; `concurrency` 0.
         """
     @property
     def read_only(self) -> bool:
         """Whether writes are refused (`mode="r"`, and http(s):// stores by default)."""
+    @property
+    def durable(self) -> bool:
+        """Whether local writes are forced to disk before they count as done."""
     @staticmethod
     def from_obstore(store: Any, **kwargs: Any) -> Store:
         """A Store over the location an `obstore` store object points at.
@@ -833,10 +865,16 @@ class _PipelineArray:
         self, encoded: list[bytes | None], keys: list[str]
     ) -> list[npt.NDArray[Any]]:
         """Decodes whole stored chunks (None: missing) into NumPy arrays, in parallel."""
-    def encode_variable(
-        self, chunks: list[npt.NDArray[Any]], keys: list[str], write_empty: bool
+    def write_points(
+        self,
+        value: npt.NDArray[Any],
+        items: list[tuple[str, npt.NDArray[np.uint64], bool]],
+        write_empty: bool,
+        existing: list[bytes | None] | None = None,
     ) -> list[bytes | None]:
-        """Encodes whole stored chunks; None marks one all fill value (to delete)."""
+        """Writes `value` (1-D, each item's values in turn) at (key, C-order positions,
+        fresh) of stored chunks; returns the encoded chunks when `existing` is given (None:
+        delete), else stores them, each read, updated and stored as one step."""
     def read(
         self,
         out: npt.NDArray[Any],

@@ -25,7 +25,7 @@ import numpy as np
 import zarr.abc.codec as _abc
 from zarr.abc.codec import Codec
 from zarr.codecs import ShardingCodec
-from zarr.core.codec_pipeline import BatchedCodecPipeline, fill_value_or_default
+from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
@@ -404,26 +404,6 @@ class CodecPipeline(_abc.CodecPipeline):
             out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
         return [e is not None for e in encoded]
 
-    async def _write_variable(
-        self, batch: list[BatchInfo], value: Any, drop_axes: tuple[int, ...]
-    ) -> None:
-        """Strings, bytes: each chunk zarr-python does not call complete is read, NumPy
-        assigns the value into it, Rust encodes every chunk in parallel."""
-        assert self._impl is not None
-        old = await self._fetch_partial(batch, [not complete for *_, complete in batch])
-        keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
-        chunks = await asyncio.to_thread(self._impl.decode_variable, old, keys)
-        for (_, _, chunk_sel, out_sel, _), chunk in zip(batch, chunks, strict=True):
-            piece = value if value.ndim == 0 else value[out_sel]
-            if drop_axes and value.ndim:
-                piece = piece[
-                    tuple(None if a in drop_axes else slice(None) for a in range(chunk.ndim))
-                ]
-            chunk[chunk_sel] = piece
-        write_empty = bool(batch[0][1].config.write_empty_chunks)
-        encoded = await asyncio.to_thread(self._impl.encode_variable, chunks, keys, write_empty)
-        await self._store_all(batch, encoded)
-
     async def _decode_into(
         self, batch: list[BatchInfo], array: Any, requests: list[Any]
     ) -> list[bool]:
@@ -503,78 +483,71 @@ class CodecPipeline(_abc.CodecPipeline):
     ) -> None:
         batch = list(batch_info)
         array = value.as_ndarray_like()
-        if self._impl is not None and batch and self._impl.variable:
-            await self._write_variable(batch, array, drop_axes)
+        if self._impl is None or not batch or not isinstance(array, np.ndarray):
+            if self._impl is not None and batch:
+                self._fall_back("value not supported for writes (not a NumPy array)")
+            await self._python.write(batch, value, drop_axes)
+            return
+        if self._impl.variable:
+            await self._write_points(batch, array, drop_axes, None)
             return
         dtype = _native_dtype(self.metadata)
-        done = False
-        if self._impl is not None and batch and isinstance(array, np.ndarray) and dtype:
-            requests = None
-            if not drop_axes and array.dtype.kind == dtype.kind:
-                basic = _value_for_selection(array.astype(dtype, copy=False), batch)
-                if basic is not None:
-                    requests = self._requests(batch, basic.shape)
-            if requests is not None:
-                # As zarr-python does: a chunk whose part inside the array is all written
-                # ("complete") is built from the fill value, without reading it; a shard
-                # always keeps the cells the write does not cover, those beyond the array's
-                # shape too (zarr-python encodes shards partially), so a later resize that
-                # grows the array finds them again.
-                fresh = [bool(complete) and not self._sharded for *_, complete in batch]
-                await self._encode_from(batch, basic, requests, fresh)
-                done = True
-            else:
-                done = await self._write_boxes(batch, array, drop_axes, dtype)
-        if not done:
-            if self._impl is not None and batch:
-                self._fall_back("value or chunk selection not supported for writes")
-            await self._python.write(batch, value, drop_axes)
+        assert dtype is not None  # _build_impl refuses arrays without one
+        requests = None
+        basic = None
+        if not drop_axes and array.dtype.kind == dtype.kind:
+            basic = _value_for_selection(array.astype(dtype, copy=False), batch)
+            if basic is not None:
+                requests = self._requests(batch, basic.shape)
+        if requests is not None:
+            # As zarr-python does: a chunk whose part inside the array is all written
+            # ("complete") is built from the fill value, without reading it; a shard
+            # always keeps the cells the write does not cover, those beyond the array's
+            # shape too (zarr-python encodes shards partially), so a later resize that
+            # grows the array finds them again.
+            fresh = [bool(complete) and not self._sharded for *_, complete in batch]
+            await self._encode_from(batch, basic, requests, fresh)
+        else:
+            await self._write_points(batch, array, drop_axes, dtype)
 
-    async def _write_boxes(
+    async def _write_points(
         self,
         batch: list[BatchInfo],
         value: np.ndarray[Any, Any],
         drop_axes: tuple[int, ...],
-        dtype: np.dtype[Any],
-    ) -> bool:
-        """Integer arrays, masks, steps: each chunk (or, in a shard, the box the selection
-        touches) is read unless zarr-python calls it complete, NumPy assigns the value into
-        it with zarr-python's selections, and Rust encodes and stores it."""
-        boxes = self._boxes(batch)
-        if boxes is None:
-            return False
-        shape = tuple(batch[0][1].shape)
-        if not self._sharded:
-            # Whole chunks: what is encoded is the whole chunk anyway.
-            whole: Box = [(0, n) for n in shape]
-            boxes = [None if b is None else whole for b in boxes]
-        fill = fill_value_or_default(batch[0][1])
-        nbytes = int(np.prod(shape)) * dtype.itemsize
-        keep = [k for k, b in enumerate(boxes) if b is not None]
-        for part in groups([nbytes] * len(keep)):
-            items = [batch[keep[k]] for k in part]
-            item_boxes = [boxes[keep[k]] for k in part]
-            fresh = [bool(c) and not self._sharded for *_, c in items]
-            to_read = [None if f else b for f, b in zip(fresh, item_boxes, strict=True)]
-            scratch, _ = await self._stacked(items, to_read, dtype)
-            requests = []
-            for k, ((getter, _, chunk_sel, out_sel, _), box) in enumerate(
-                zip(items, item_boxes, strict=True)
-            ):
-                assert box is not None
-                chunk = scratch[k * shape[0] : (k + 1) * shape[0]]
-                if fresh[k]:
-                    chunk[...] = fill
-                piece = value if value.ndim == 0 else value[out_sel]
-                if drop_axes and value.ndim:
-                    piece = piece[
-                        tuple(None if a in drop_axes else slice(None) for a in range(len(shape)))
-                    ]
-                chunk[chunk_sel] = piece
-                at = [(box[0][0] + k * shape[0], box[0][1] + k * shape[0]), *box[1:]]
-                requests.append((str(getattr(getter, "path", "")), box, at))
-            await self._encode_from(items, scratch, requests, [not self._sharded] * len(items))
-        return True
+        dtype: np.dtype[Any] | None,
+    ) -> None:
+        """Integer arrays, masks, steps, coordinates, and every write of strings or bytes:
+        per chunk, the C-order positions its selection touches and the values that go
+        there, assigned as NumPy assigns them; Rust reads, updates and stores each chunk
+        (one step no other writer of it interleaves with)."""
+        assert self._impl is not None
+        items = []
+        pieces = []
+        for getter, spec, chunk_sel, out_sel, complete in batch:
+            shape = tuple(spec.shape)
+            positions = _positions(shape, chunk_sel)
+            piece = value if value.ndim == 0 else value[out_sel]
+            if drop_axes and value.ndim:
+                piece = piece[
+                    tuple(None if a in drop_axes else slice(None) for a in range(len(shape)))
+                ]
+            pieces.append(np.broadcast_to(piece, positions.shape).ravel())
+            fresh = bool(complete) and not self._sharded
+            items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh))
+        values = np.concatenate(pieces) if pieces else value.ravel()[:0]
+        if dtype is not None:
+            values = values.astype(dtype, copy=False)
+        write_empty = bool(batch[0][1].config.write_empty_chunks)
+        if self._reads_store(batch):
+            self.store._check_writable()
+            await asyncio.to_thread(self._impl.write_points, values, items, write_empty)
+            return
+        existing = await self._fetch_partial(batch, [not fresh for *_, fresh in items])
+        encoded = await asyncio.to_thread(
+            self._impl.write_points, values, items, write_empty, existing
+        )
+        await self._store_all(batch, encoded)
 
     async def _encode_from(
         self, batch: list[BatchInfo], array: Any, requests: list[Any], fresh: list[bool]
@@ -669,6 +642,23 @@ def _out_selection(shape: tuple[int, ...], sel: Any) -> list[tuple[int, int]] | 
             return None
         out.append((start, max(stop, start)))
     return out
+
+
+def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
+    """The C-order positions in a chunk of `shape` that zarr-python's chunk selection `sel`
+    selects, shaped as `chunk[sel]` is: per axis, the selected coordinates (NumPy indexes a
+    broadcast view, so nothing of the chunk's size is made) times the axis' stride."""
+    if not shape:
+        return np.zeros((), dtype=np.uint64)[sel]
+    strides = np.cumprod((1, *shape[:0:-1]))[::-1]
+    flat: Any = None
+    for axis, (n, stride) in enumerate(zip(shape, strides, strict=True)):
+        along = np.arange(n, dtype=np.uint64).reshape(
+            [-1 if a == axis else 1 for a in range(len(shape))]
+        )
+        part = np.broadcast_to(along, shape)[sel] * np.uint64(stride)
+        flat = part if flat is None else flat + part
+    return np.asarray(flat, dtype=np.uint64)
 
 
 def _covers_chunk(chunk: list[Any], shape: tuple[int, ...]) -> bool:

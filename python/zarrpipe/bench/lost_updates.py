@@ -50,15 +50,18 @@ def create(location: str, layout: str, writers: int, options: dict[str, str] | N
             "a", shape=shape, dtype="int32", chunks=(ROWS, 64), shards=shape, overwrite=True
         )
     else:
-        store.create_array("a", shape=shape, dtype="int32", chunks=shape, zarr_format=2,
-                           overwrite=True)
+        store.create_array(
+            "a", shape=shape, dtype="int32", chunks=shape, zarr_format=2, overwrite=True
+        )
 
 
 def value(writer: int, round_: int) -> int:
     return writer * 1000 + round_ + 1
 
 
-def lost(location: str, writers: int, rounds: int, options: dict[str, str] | None = None) -> list[int]:
+def lost(
+    location: str, writers: int, rounds: int, options: dict[str, str] | None = None
+) -> list[int]:
     """The writers whose last value is not (all) in their rows."""
     import zarrpipe
 
@@ -78,7 +81,9 @@ def _zarr_store(location: str, options: dict[str, str] | None) -> Any:
     import obstore.store
     from zarr.storage import ObjectStore
 
-    return ObjectStore(obstore.store.from_url(location, **(options or {})))
+    config = dict(options or {})
+    client = {"allow_http": config.pop("allow_http")} if "allow_http" in config else None
+    return ObjectStore(obstore.store.from_url(location, config=config, client_options=client))
 
 
 def _setter(kind: str, location: str, options: dict[str, str] | None) -> Any:
@@ -108,6 +113,21 @@ def _setter(kind: str, location: str, options: dict[str, str] | None) -> Any:
             t[rows].write(block).result()
 
         return write
+    z = open_zarr(location, kind, options)
+
+    def write(rows: slice, block: np.ndarray) -> None:
+        z[rows] = block
+
+    return write
+
+
+# zarr-python's configuration is global to the process: set it only while an array opens (it
+# keeps the pipeline it opened with), one thread at a time, and put it back after.
+_ZARR_CONFIG = threading.Lock()
+
+
+def open_zarr(location: str, kind: str, options: dict[str, str] | None = None) -> Any:
+    """The array "a" opened read-write by zarr-python on the pipeline `kind` names."""
     import zarr
 
     conf: dict[str, Any] = {}
@@ -119,13 +139,8 @@ def _setter(kind: str, location: str, options: dict[str, str] | None) -> Any:
         conf = {"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}
     elif kind != "zarr":
         raise SystemExit(f"lost_updates: unknown writer {kind!r} (one of {', '.join(WRITERS)})")
-    zarr.config.set(conf)
-    z = zarr.open_array(_zarr_store(location, options), path="a", mode="r+")
-
-    def write(rows: slice, block: np.ndarray) -> None:
-        z[rows] = block
-
-    return write
+    with _ZARR_CONFIG, zarr.config.set(conf):
+        return zarr.open_array(_zarr_store(location, options), path="a", mode="r+")
 
 
 def _write_rounds(
@@ -227,8 +242,16 @@ def main(argv: list[str] | None = None) -> int:
                 os.makedirs(location)
                 try:
                     counts.append(
-                        len(run(kind, location, layout, writers=args.procs, rounds=args.rounds,
-                                threads=args.threads))
+                        len(
+                            run(
+                                kind,
+                                location,
+                                layout,
+                                writers=args.procs,
+                                rounds=args.rounds,
+                                threads=args.threads,
+                            )
+                        )
                     )
                 except (RuntimeError, ImportError, SystemExit) as e:
                     counts.append(f"failed: {str(e).splitlines()[0][:80]}")
