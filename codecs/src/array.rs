@@ -17,6 +17,7 @@ use zarrs::storage::{ReadableListableStorageTraits, StorageError};
 use crate::buffer::checked_nbytes;
 use crate::decode::chain::{ChainError, ChunkChain, ZarrsTypes};
 use crate::dtype::ElementType;
+use crate::encode::Encoder;
 use crate::error::{Error, Result};
 use crate::numpy_type::{stand_in, NumpyType};
 use crate::selection::Region;
@@ -64,6 +65,8 @@ pub struct Array {
     pub(crate) chunk_shape: Vec<u64>,
     /// How stored chunks decode and encode, or why this array cannot be read here.
     chain: std::result::Result<Arc<ChunkChain>, String>,
+    /// zarrpipe's own encoder for this array's chunks, when it has one (else zarrs').
+    pub(crate) encoder: Option<Encoder>,
     /// The order a written shard lays out its inner chunks (C-order linear indices); empty
     /// keeps C order.
     pub(crate) subchunk_order: Vec<u64>,
@@ -195,6 +198,10 @@ impl Array {
                 Err("the chunk grid is not regular".to_owned()),
             ),
         };
+        let encoder = match &chain {
+            Ok(c) if numpy_type.is_none() => Encoder::parse(&v3.codecs, c),
+            _ => None,
+        };
         let (chunks, shards) = match chain.as_ref().ok().and_then(|c| c.plain_sharding()) {
             Some(s) => (s.inner_shape.clone(), Some(chunk_shape.clone())),
             None => {
@@ -233,6 +240,7 @@ impl Array {
             info,
             chunk_shape,
             chain,
+            encoder,
             subchunk_order: Vec::new(),
         })
     }

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod create;
 pub mod decode;
 pub mod dtype;
+pub mod encode;
 pub mod error;
 pub mod first_touch;
 pub mod fork;

@@ -23,7 +23,7 @@
 //! (`fsync` of the file, then of its directory), so that they survive a power loss.
 
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -76,16 +76,22 @@ impl LockedValue {
         &self.path
     }
 
-    /// Replaces the value with `bytes` and releases the lock.
-    pub fn replace(mut self, bytes: &[u8], durable: bool) -> std::io::Result<()> {
-        let mut file = self.file.take().expect("an unreleased lock has its file");
-        let written = file
-            .set_len(0)
-            .and_then(|()| file.write_all(bytes))
-            .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
-        if let Err(e) = written {
-            self.file = Some(file); // Drop removes the lock file, then unlocks
-            return Err(e);
+    /// The lock file, which becomes the value on [`LockedValue::commit`]: write the new
+    /// value into it from its start (see `encode::sink::FileSink`).
+    #[must_use]
+    pub fn file(&self) -> &File {
+        self.file.as_ref().expect("an unreleased lock has its file")
+    }
+
+    /// Makes what was written into [`LockedValue::file`] the value, and releases the lock.
+    /// On an error the old value stays.
+    pub fn commit(mut self, durable: bool) -> std::io::Result<()> {
+        let file = self.file.take().expect("an unreleased lock has its file");
+        if durable {
+            if let Err(e) = file.sync_data() {
+                self.file = Some(file); // Drop removes the lock file, then unlocks
+                return Err(e);
+            }
         }
         // Renamed while locked and still open: the lock is released when `file` closes,
         // after the value has its new content.
@@ -98,6 +104,13 @@ impl LockedValue {
             sync_dir(&self.path)?;
         }
         Ok(())
+    }
+
+    /// Replaces the value with `bytes` and releases the lock.
+    pub fn replace(self, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+        use crate::encode::sink::{FileSink, Sink};
+        FileSink::new(self.file())?.put(bytes)?;
+        self.commit(durable)
     }
 
     /// Removes the value (a missing one is no error) and releases the lock.

@@ -366,7 +366,8 @@ fn first_overlap(plans: &[ChunkPlan]) -> Option<(usize, usize)> {
     None
 }
 
-/// Calls `f` with every multi-index in `ranges`, in C order (never for an empty range).
+/// Calls `f` with every multi-index in `ranges`, in C order (never for an empty range; once,
+/// with no coordinates, for no ranges at all).
 pub(crate) fn for_each_index(ranges: &[Range<u64>], mut f: impl FnMut(&[u64])) {
     if ranges.iter().any(|r| r.start >= r.end) {
         return;

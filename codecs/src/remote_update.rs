@@ -18,7 +18,7 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersio
 
 use crate::error::{Error, Result};
 use crate::remote::Remote;
-use crate::store::{value_too_large, Prior, Rebuild};
+use crate::store::{value_too_large, Made, Prior, Rebuild};
 
 /// Attempts of one update before it gives up with [`Error::Conflict`].
 pub const UPDATE_ATTEMPTS: u32 = 20;
@@ -127,7 +127,7 @@ pub(crate) fn update(
     key: &str,
     limit: u64,
     rebuild: &mut Rebuild<'_>,
-) -> Result<Option<usize>> {
+) -> Result<Option<u64>> {
     for attempt in 0..UPDATE_ATTEMPTS {
         if attempt > 0 {
             std::thread::sleep(backoff(attempt));
@@ -139,15 +139,24 @@ pub(crate) fn update(
                 return Err(value_too_large(key, bytes.len() as u64, limit));
             }
         }
-        let new = rebuild(Prior {
-            encoded: old.as_ref().map(|(bytes, _)| &bytes[..]),
-            // Deleting needs no condition only where there is nothing to delete.
-            may_delete: old.is_none(),
-        })?;
-        let Some(new) = new else {
+        let mut new = Vec::new();
+        let made = rebuild(
+            Prior {
+                encoded: old.as_ref().map(|(bytes, _)| &bytes[..]),
+                // Deleting needs no condition only where there is nothing to delete.
+                may_delete: old.is_none(),
+            },
+            &mut new,
+        )?;
+        if made == Made::Delete {
+            if old.is_some() {
+                return Err(Error::Internal(format!(
+                    "an update of {key:?} asked to delete it, which needs a condition"
+                )));
+            }
             return Ok(None); // missing, and nothing to store
-        };
-        let len = new.len();
+        }
+        let len = new.len() as u64;
         let (r, k) = (remote.clone(), key.to_owned());
         let read = old.map(|(_, version)| version);
         match remote.block_on(async move { r.put_if(&k, Bytes::from(new), read).await })? {
@@ -177,6 +186,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
 
+    fn put(sink: &mut dyn crate::encode::sink::Sink, bytes: &[u8]) -> Result<Made> {
+        sink.put(bytes).unwrap();
+        Ok(Made::Stored)
+    }
+
     fn counter(prior: Prior<'_>) -> Vec<u8> {
         let n = prior
             .encoded
@@ -194,7 +208,7 @@ mod tests {
                 let remote = remote.clone();
                 std::thread::spawn(move || {
                     for _ in 0..25 {
-                        update(&remote, "n", 8, &mut |p| Ok(Some(counter(p)))).unwrap();
+                        update(&remote, "n", 8, &mut |p, s| put(s, &counter(p))).unwrap();
                     }
                 })
             })
@@ -214,7 +228,7 @@ mod tests {
     fn a_conflict_starts_the_update_over_from_the_winner() {
         let remote = Remote::over(Arc::new(object_store::memory::InMemory::new()));
         let calls = AtomicU32::new(0);
-        let stored = update(&remote, "k", 8, &mut |p| {
+        let stored = update(&remote, "k", 8, &mut |p, s| {
             if calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 // Another writer stores its value between this read and this write.
                 let r = remote.clone();
@@ -222,7 +236,7 @@ mod tests {
                     .block_on(async move { r.put("k", Bytes::from_static(&[7; 8])).await })
                     .unwrap();
             }
-            Ok(Some(counter(p)))
+            put(s, &counter(p))
         })
         .unwrap();
         assert_eq!(stored, Some(8));
@@ -241,12 +255,12 @@ mod tests {
     #[test]
     fn an_update_that_always_conflicts_gives_up_with_a_clear_error() {
         let remote = Remote::over(Arc::new(object_store::memory::InMemory::new()));
-        let err = update(&remote, "k", 8, &mut |p| {
+        let err = update(&remote, "k", 8, &mut |p, s| {
             let r = remote.clone();
             remote
                 .block_on(async move { r.put("k", Bytes::from_static(&[1; 8])).await })
                 .unwrap();
-            Ok(Some(counter(p)))
+            put(s, &counter(p))
         })
         .unwrap_err();
         assert!(matches!(err, Error::Conflict(_)), "{err}");

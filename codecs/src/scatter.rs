@@ -69,25 +69,38 @@ impl Array {
         let sizes = vec![grid.iter().product::<u64>(); items.len()];
         let chunk_strides = c_strides(&grid, elem);
         let reads_old = vec![true; items.len()];
-        self.rebuild(&key_refs, &reads_old, &sizes, None, cache, |i, prior| {
-            let mut chunk = self.decoded_chunk(&grid, &keys[i], prior.encoded)?;
-            let runs = Runs {
-                factors,
-                groups: &groups,
-                item_groups: &items[i].groups,
-                out_strides: &src_strides,
-                elem,
-            };
-            runs.for_each(&chunk_strides, false, |d, s, n| {
-                let values = src.get(d, n)?;
-                chunk
-                    .get_mut(s..s + n)
-                    .ok_or_else(|| Error::Internal("scatter outside its chunk".into()))?
-                    .copy_from_slice(values);
-                Ok(())
-            })?;
-            self.finish(chunk, &grid, &keys[i], write_empty || !prior.may_delete)
-        })?;
+        self.rebuild(
+            &key_refs,
+            &reads_old,
+            &sizes,
+            None,
+            cache,
+            |i, prior, sink| {
+                let mut chunk = self.decoded_chunk(&grid, &keys[i], prior.encoded)?;
+                let runs = Runs {
+                    factors,
+                    groups: &groups,
+                    item_groups: &items[i].groups,
+                    out_strides: &src_strides,
+                    elem,
+                };
+                runs.for_each(&chunk_strides, false, |d, s, n| {
+                    let values = src.get(d, n)?;
+                    chunk
+                        .get_mut(s..s + n)
+                        .ok_or_else(|| Error::Internal("scatter outside its chunk".into()))?
+                        .copy_from_slice(values);
+                    Ok(())
+                })?;
+                self.finish(
+                    chunk,
+                    &grid,
+                    &keys[i],
+                    write_empty || !prior.may_delete,
+                    sink,
+                )
+            },
+        )?;
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ use crate::buffer::try_room_for;
 use crate::decode::placement::RawTarget;
 use crate::decode::scratch::Scratch;
 use crate::decode::sharding::ByteSource;
+use crate::encode::sink::{FileSink, Sink};
 use crate::error::{Error, Result};
 use crate::local_read;
 use crate::local_write::LockedValue;
@@ -75,8 +76,20 @@ pub struct Prior<'a> {
     pub may_delete: bool,
 }
 
-/// What an update stores: `Some` bytes, or `None` to delete the key.
-pub type Rebuild<'a> = dyn FnMut(Prior<'_>) -> Result<Option<Vec<u8>>> + 'a;
+/// What a rebuild made of a key's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    /// The new value, put into the sink.
+    Stored,
+    /// Nothing: the key is to be deleted.
+    Delete,
+}
+
+/// Builds a key's new value from its old one, into the sink (which starts empty).
+pub type Rebuild<'a> = dyn FnMut(Prior<'_>, &mut dyn Sink) -> Result<Made> + 'a;
+
+/// Builds a key's whole new value into the sink (which starts empty).
+pub type Make<'a> = dyn FnMut(&mut dyn Sink) -> Result<Made> + 'a;
 
 impl Store {
     /// A local directory store. The directory must exist.
@@ -275,58 +288,77 @@ impl Store {
 
     /// Stores (`Some`) or deletes (`None`) each value whole, all attempted; the first error
     /// is returned. Every value ends old or new, never torn, and a replacement never lands
-    /// inside another writer's [`Store::update`] of the same key: local files are written
-    /// under the key's lock (`local_write`), object-store values by one PUT each (an update
-    /// that read the value before it fails its condition and starts over).
+    /// inside another writer's [`Store::update`] of the same key (see [`Store::replace`]).
     pub fn put_many(&self, ops: &[(&str, Option<&[u8]>)]) -> Result<()> {
         use rayon::prelude::*;
         self.check_writable()?;
-        match &self.backend {
-            Backend::Local(_) | Backend::Memory(_) => {
-                let one = |(key, value): &(&str, Option<&[u8]>)| {
-                    self.locked(key, |locked| match locked {
-                        Locked::File(file) => match value {
-                            Some(bytes) => file.replace(bytes, self.durable),
-                            None => file.remove(self.durable),
-                        }
-                        .map_err(|e| Error::storage(key, e)),
-                        Locked::Memory(store, k) => set_in_memory(store, &k, *value),
-                    })
-                };
-                let results: Vec<Result<()>> = if ops.len() > 1 {
-                    ops.par_iter().map(one).collect()
-                } else {
-                    ops.iter().map(one).collect()
-                };
-                results.into_iter().collect()
-            }
-            Backend::Remote(remote) => {
-                let owned: Vec<(String, Option<Bytes>)> = ops
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.map(Bytes::copy_from_slice)))
-                    .collect();
-                let r = remote.clone();
-                let concurrency = remote.settings.concurrency.max(1);
-                remote.block_on(async move {
-                    use futures::StreamExt;
-                    let results: Vec<Result<()>> = futures::stream::iter(owned)
-                        .map(|(key, value)| {
-                            let r = r.clone();
-                            async move {
-                                match value {
-                                    Some(bytes) => r.put(&key, bytes).await,
-                                    None => r.delete(&key).await,
-                                }
+        if let Backend::Remote(remote) = &self.backend {
+            let owned: Vec<(String, Option<Bytes>)> = ops
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(Bytes::copy_from_slice)))
+                .collect();
+            let r = remote.clone();
+            let concurrency = remote.settings.concurrency.max(1);
+            return remote.block_on(async move {
+                use futures::StreamExt;
+                let results: Vec<Result<()>> = futures::stream::iter(owned)
+                    .map(|(key, value)| {
+                        let r = r.clone();
+                        async move {
+                            match value {
+                                Some(bytes) => r.put(&key, bytes).await,
+                                None => r.delete(&key).await,
                             }
-                        })
-                        .buffer_unordered(concurrency)
-                        .collect()
-                        .await;
-                    results.into_iter().collect()
-                })
-            }
-            Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
+                        }
+                    })
+                    .buffer_unordered(concurrency)
+                    .collect()
+                    .await;
+                results.into_iter().collect()
+            });
         }
+        let one = |(key, value): &(&str, Option<&[u8]>)| {
+            self.replace(key, &mut |sink| match value {
+                Some(bytes) => {
+                    sink.put(bytes).map_err(|e| Error::storage(key, e))?;
+                    Ok(Made::Stored)
+                }
+                None => Ok(Made::Delete),
+            })
+            .map(|_| ())
+        };
+        let results: Vec<Result<()>> = if ops.len() > 1 {
+            ops.par_iter().map(one).collect()
+        } else {
+            ops.iter().map(one).collect()
+        };
+        results.into_iter().collect()
+    }
+
+    /// Replaces the value at `key` whole with what `make` writes (or deletes the key), never
+    /// inside another writer's [`Store::update`] of it: local files are written into the
+    /// key's lock file and renamed over the key (`local_write`); object-store values are
+    /// one PUT (an update that read the value before fails its condition and starts over).
+    /// `make` runs with the engine's parallel loops kept on this thread. Returns the stored
+    /// size, or `None` when the key was deleted.
+    pub fn replace(&self, key: &str, make: &mut Make<'_>) -> Result<Option<u64>> {
+        self.check_writable()?;
+        let mut make = |sink: &mut dyn Sink| crate::pool::sequential(|| make(sink));
+        if let Backend::Remote(remote) = &self.backend {
+            let mut value = Vec::new();
+            let made = make(&mut value)?;
+            let (r, k) = (remote.clone(), key.to_owned());
+            let len = value.len() as u64;
+            return match made {
+                Made::Stored => remote
+                    .block_on(async move { r.put(&k, Bytes::from(value)).await })
+                    .map(|()| Some(len)),
+                Made::Delete => remote
+                    .block_on(async move { r.delete(&k).await })
+                    .map(|()| None),
+            };
+        }
+        self.locked(key, |locked| self.store_locked(key, locked, &mut make))
     }
 
     /// Reads the value at `key`, builds the new one from it with `rebuild`, and stores it
@@ -338,38 +370,50 @@ impl Store {
     /// calling thread (`pool::sequential`), and may run more than once on an object store.
     /// Stored values larger than `limit` are refused as corrupt. Returns the stored size,
     /// or `None` when the key was deleted (or stays missing).
-    pub fn update(
+    pub fn update(&self, key: &str, limit: u64, rebuild: &mut Rebuild<'_>) -> Result<Option<u64>> {
+        self.check_writable()?;
+        let mut rebuild = |prior: Prior<'_>, sink: &mut dyn Sink| {
+            crate::pool::sequential(|| rebuild(prior, sink))
+        };
+        if let Backend::Remote(remote) = &self.backend {
+            let _turn = crate::key_turns::take(&self.turn_name(key))?;
+            return crate::remote_update::update(remote, key, limit, &mut rebuild);
+        }
+        self.locked(key, |locked| {
+            let old = self.read(key, limit)?;
+            let prior = Prior {
+                encoded: old.as_deref(),
+                may_delete: true,
+            };
+            self.store_locked(key, locked, &mut |sink| rebuild(prior, sink))
+        })
+    }
+
+    /// Writes the value `make` makes for a key this thread holds, and makes it the value.
+    fn store_locked(
         &self,
         key: &str,
-        limit: u64,
-        rebuild: &mut Rebuild<'_>,
-    ) -> Result<Option<usize>> {
-        self.check_writable()?;
-        let mut rebuild = |prior: Prior<'_>| crate::pool::sequential(|| rebuild(prior));
-        match &self.backend {
-            Backend::Local(_) | Backend::Memory(_) => self.locked(key, |locked| {
-                let old = self.read(key, limit)?;
-                let new = rebuild(Prior {
-                    encoded: old.as_deref(),
-                    may_delete: true,
-                })?;
-                drop(old);
-                let stored = new.as_ref().map(Vec::len);
-                match locked {
-                    Locked::File(file) => match &new {
-                        Some(bytes) => file.replace(bytes, self.durable),
-                        None => file.remove(self.durable),
-                    }
-                    .map_err(|e| Error::storage(key, e))?,
-                    Locked::Memory(store, k) => set_in_memory(store, &k, new.as_deref())?,
+        locked: Locked<'_>,
+        make: &mut dyn FnMut(&mut dyn Sink) -> Result<Made>,
+    ) -> Result<Option<u64>> {
+        let io = |e: std::io::Error| Error::storage(key, e);
+        match locked {
+            Locked::File(file) => {
+                let mut sink = FileSink::new(file.file()).map_err(io)?;
+                let made = make(&mut sink)?;
+                let len = sink.len();
+                match made {
+                    Made::Stored => file.commit(self.durable).map_err(io).map(|()| Some(len)),
+                    Made::Delete => file.remove(self.durable).map_err(io).map(|()| None),
                 }
-                Ok(stored)
-            }),
-            Backend::Remote(remote) => {
-                let _turn = crate::key_turns::take(&self.turn_name(key))?;
-                crate::remote_update::update(remote, key, limit, &mut rebuild)
             }
-            Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
+            Locked::Memory(store, k) => {
+                let mut value = Vec::new();
+                let made = make(&mut value)?;
+                let len = value.len() as u64;
+                set_in_memory(store, &k, (made == Made::Stored).then_some(&value[..]))?;
+                Ok((made == Made::Stored).then_some(len))
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use zarrs::array::{ArrayBytes, ArrayMetadata, DataType};
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::selection::Region;
+use crate::store::Made;
 
 /// What the elements of a variable-length array are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,10 +270,31 @@ impl Array {
             .map(|i| !self.covered_part(i, region).1)
             .collect();
         let sizes = vec![self.chunk_shape.iter().product::<u64>(); keys.len()];
-        self.rebuild(&key_refs, &reads_old, &sizes, None, None, |i, prior| {
-            let keep_empty = write_empty || !prior.may_delete;
-            self.updated_variable_chunk(&indices[i], region, data, &fill, keep_empty, prior.encoded)
-        })?;
+        self.rebuild(
+            &key_refs,
+            &reads_old,
+            &sizes,
+            None,
+            None,
+            |i, prior, sink| {
+                let keep_empty = write_empty || !prior.may_delete;
+                let key = &keys[i];
+                match self.updated_variable_chunk(
+                    &indices[i],
+                    region,
+                    data,
+                    &fill,
+                    keep_empty,
+                    prior.encoded,
+                )? {
+                    Some(encoded) => {
+                        sink.put(&encoded).map_err(|e| Error::storage(key, e))?;
+                        Ok(Made::Stored)
+                    }
+                    None => Ok(Made::Delete),
+                }
+            },
+        )?;
         Ok(())
     }
 

@@ -13,17 +13,20 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayToBytesCodecTraits, CodecOptions};
 
 use crate::array::Array;
-use crate::buffer::{checked_nbytes, try_with_capacity};
+use crate::buffer::checked_nbytes;
 use crate::cache::ChunkCache;
 use crate::decode::bytes_codecs::DecodeError;
 use crate::decode::placement::{OutPtr, Placement};
+use crate::decode::scratch;
 use crate::decode::sharding::ShardIndex;
 use crate::dtype::{ElementKind, ElementType};
+use crate::encode::sink::Sink;
+use crate::encode::view::ChunkView;
 use crate::error::{Error, Result};
 use crate::plan::{for_each_index, ChunkPlan};
 use crate::read::Source;
 use crate::selection::Region;
-use crate::store::Prior;
+use crate::store::{Made, Prior};
 
 /// One chunk (or shard) of a write: the part of it (`want`, chunk coordinates) that takes
 /// new values, and where those values are in the source (byte offset of the first one and
@@ -69,6 +72,13 @@ impl SrcPtr {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// All of the source values' memory.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: valid for reads of `len` bytes and unchanged while this value is used
+        // (`new`'s contract).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     pub(crate) fn get(&self, offset: usize, n: usize) -> Result<&[u8]> {
@@ -187,24 +197,39 @@ impl Array {
             .iter()
             .map(|i| i.chunk_shape.iter().product())
             .collect();
-        self.rebuild(&keys, &reads_old, &sizes, supplied, cache, |i, prior| {
-            let item = &items[i];
-            let chunk = self.updated_chunk(item, src, prior.encoded)?;
-            self.finish(
-                chunk,
-                &item.chunk_shape,
-                &item.key,
-                write_empty || !prior.may_delete,
-            )
-        })
+        self.rebuild(
+            &keys,
+            &reads_old,
+            &sizes,
+            supplied,
+            cache,
+            |i, prior, sink| {
+                let item = &items[i];
+                let keep_empty = write_empty || !prior.may_delete;
+                let covers = Placement::whole(&item.chunk_shape, elem).want == item.want;
+                if covers && self.encoder.is_some() {
+                    // Encoded straight from the caller's values.
+                    let view = ChunkView::new(
+                        src.bytes(),
+                        item.src_offset,
+                        item.src_strides.clone(),
+                        item.chunk_shape.clone(),
+                        elem,
+                    );
+                    return self.finish_view(&view, &item.key, keep_empty, sink);
+                }
+                let chunk = self.updated_chunk(item, src, prior.encoded)?;
+                self.finish(chunk, &item.chunk_shape, &item.key, keep_empty, sink)
+            },
+        )
     }
 
-    /// Runs `rebuilt(i, prior)` (the encoded chunk `keys[i]` of `elements[i]` elements, or
-    /// None when it is to be deleted) for every chunk, in parallel. `prior` holds the old
-    /// value where `reads_old[i]`; it comes from `supplied` (and the results are returned)
-    /// or from the store, where each result is stored as soon as it is made: a chunk that
+    /// Runs `rebuilt(i, prior, sink)` (which encodes chunk `keys[i]`, of `elements[i]`
+    /// elements, into the sink, or says to delete it) for every chunk, in parallel. `prior`
+    /// holds the old value where `reads_old[i]`; it comes from `supplied` (and the results
+    /// are returned) or from the store, where each chunk is stored as it is made: one that
     /// reads its old value through [`crate::store::Store::update`], one that does not by
-    /// replacing the key whole. The chunk cache forgets every chunk written.
+    /// [`crate::store::Store::replace`]. The chunk cache forgets every chunk written.
     pub(crate) fn rebuild(
         &self,
         keys: &[&str],
@@ -212,12 +237,16 @@ impl Array {
         elements: &[u64],
         supplied: Option<&[Option<&[u8]>]>,
         cache: Option<&ChunkCache>,
-        rebuilt: impl Fn(usize, Prior<'_>) -> Result<Option<Vec<u8>>> + Sync + Send,
+        rebuilt: impl Fn(usize, Prior<'_>, &mut dyn Sink) -> Result<Made> + Sync + Send,
     ) -> Result<Vec<Written>> {
         let n = keys.len();
         let fresh = Prior {
             encoded: None,
             may_delete: true,
+        };
+        let in_memory = |i: usize, prior: Prior<'_>| -> Result<Option<Vec<u8>>> {
+            let mut value = Vec::new();
+            Ok((rebuilt(i, prior, &mut value)? == Made::Stored).then_some(value))
         };
         if let Some(supplied) = supplied {
             if supplied.len() != n {
@@ -231,14 +260,15 @@ impl Array {
                     encoded: supplied[i].filter(|_| reads_old[i]),
                     may_delete: true,
                 };
-                Ok(rebuilt(i, prior)?.map_or(Written::Deleted, Written::Bytes))
+                Ok(in_memory(i, prior)?.map_or(Written::Deleted, Written::Bytes))
             });
         }
         self.store.check_writable()?;
-        let stored = |value: Option<usize>| value.map_or(Written::Deleted, Written::Stored);
+        let stored =
+            |len: Option<u64>| len.map_or(Written::Deleted, |n| Written::Stored(n as usize));
         let update = |i: usize| -> Result<Written> {
             let limit = self.stored_value_limit(elements[i]);
-            let mut f = |prior: Prior<'_>| rebuilt(i, prior);
+            let mut f = |prior: Prior<'_>, sink: &mut dyn Sink| rebuilt(i, prior, sink);
             self.store.update(keys[i], limit, &mut f).map(stored)
         };
         let results = if self.store.remote().is_some() {
@@ -254,21 +284,20 @@ impl Array {
             let whole_keys: Vec<&str> = whole.iter().map(|&i| keys[i]).collect();
             let whole_sizes: Vec<u64> = whole.iter().map(|&i| elements[i]).collect();
             let made =
-                self.store_in_groups(&whole_keys, &whole_sizes, &|k| rebuilt(whole[k], fresh))?;
+                self.store_in_groups(&whole_keys, &whole_sizes, &|k| in_memory(whole[k], fresh))?;
             for (i, w) in whole.iter().zip(made) {
                 results[*i] = Some(w);
             }
             Ok(results.into_iter().flatten().collect())
         } else {
-            // Local files and memory: each pool thread stores its chunk as soon as it has
-            // made it.
+            // Local files and memory: each pool thread stores its chunk as it makes it
+            // (into the file that becomes the value, for a local store).
             map_indices(0..n, |i| {
                 if reads_old[i] {
                     return update(i);
                 }
-                let value = rebuilt(i, fresh)?;
-                self.store.put_many(&[(keys[i], value.as_deref())])?;
-                Ok(stored(value.map(|b| b.len())))
+                let mut make = |sink: &mut dyn Sink| rebuilt(i, fresh, sink);
+                self.store.replace(keys[i], &mut make).map(stored)
             })
         };
         if let Some(cache) = cache {
@@ -296,20 +325,56 @@ impl Array {
         crate::read::encoded_limit(decoded).saturating_add(index)
     }
 
-    /// A rebuilt chunk as it is stored: None when it is all fill value and empty chunks are
-    /// not written, else encoded (a shard's inner chunks in the configured order).
+    /// A rebuilt chunk (C order, this thread's pooled buffer, given back here) encoded into
+    /// `sink`, or `Delete` when it is all fill value and empty chunks are not written.
     pub(crate) fn finish(
         &self,
         chunk: Vec<u8>,
         shape: &[u64],
         key: &str,
         write_empty: bool,
-    ) -> Result<Option<Vec<u8>>> {
-        if !write_empty && all_fill(&chunk, self.info.fill_value.as_slice(), self.info.dtype) {
-            return Ok(None);
+        sink: &mut dyn Sink,
+    ) -> Result<Made> {
+        let elem = self.info.dtype.size();
+        let made = self.finish_view(
+            &ChunkView::contiguous(&chunk, shape, elem),
+            key,
+            write_empty,
+            sink,
+        );
+        scratch::give(chunk);
+        made
+    }
+
+    /// A whole chunk, `view`, encoded into `sink` (a shard's inner chunks in the configured
+    /// order), or `Delete` when it is all fill value and empty chunks are not written.
+    pub(crate) fn finish_view(
+        &self,
+        view: &ChunkView<'_>,
+        key: &str,
+        write_empty: bool,
+        sink: &mut dyn Sink,
+    ) -> Result<Made> {
+        let fill = self.info.fill_value.as_slice();
+        if !write_empty && view_all_fill(view, fill, self.info.dtype) {
+            return Ok(Made::Delete);
         }
-        let bytes = self.encode(&chunk, shape, key)?;
-        self.in_subchunk_order(bytes, key).map(Some)
+        if let Some(encoder) = &self.encoder {
+            encoder.encode(view, fill, &self.subchunk_order, sink, key)?;
+        } else {
+            // zarrs encodes whole C-order chunks.
+            let mut chunk = chunk_buffer(view.nbytes() as usize, key)?;
+            view.for_each_run(|run| {
+                chunk.extend_from_slice(run);
+                Ok(())
+            })
+            .map_err(Error::Internal)?;
+            let bytes = self.encode(&chunk, view.shape(), key);
+            scratch::give(chunk);
+            let bytes = self.in_subchunk_order(bytes?, key)?;
+            sink.put(&bytes).map_err(|e| Error::storage(key, e))?;
+        }
+        Ok(Made::Stored)
     }
 
     /// Object stores: chunks are encoded a group at a time (the pool in parallel) and each
@@ -359,7 +424,7 @@ impl Array {
         let whole = Placement::whole(&item.chunk_shape, elem);
         let mut chunk = if whole.want == item.want {
             let nbytes = checked_nbytes(&item.chunk_shape, elem)?;
-            let mut chunk = try_with_capacity(nbytes, &item.key)?;
+            let mut chunk = chunk_buffer(nbytes, &item.key)?;
             chunk.resize(nbytes, 0);
             chunk
         } else if item.fresh {
@@ -375,7 +440,7 @@ impl Array {
     pub(crate) fn filled_chunk(&self, shape: &[u64], key: &str) -> Result<Vec<u8>> {
         let elem = self.info.dtype.size();
         let nbytes = checked_nbytes(shape, elem)?;
-        let mut chunk = try_with_capacity(nbytes, key)?;
+        let mut chunk = chunk_buffer(nbytes, key)?;
         // SAFETY: `chunk` has capacity `nbytes`; the fill writes all of it, or fails.
         let out = unsafe { OutPtr::new(chunk.as_mut_ptr(), nbytes) };
         Placement::whole(shape, elem)
@@ -396,7 +461,7 @@ impl Array {
     ) -> Result<Vec<u8>> {
         let elem = self.info.dtype.size();
         let nbytes = checked_nbytes(shape, elem)?;
-        let mut chunk = try_with_capacity(nbytes, key)?;
+        let mut chunk = chunk_buffer(nbytes, key)?;
         let plan = ChunkPlan {
             key: key.to_owned(),
             index: None,
@@ -452,6 +517,32 @@ impl Array {
     }
 }
 
+/// An empty buffer with room for a whole chunk of `nbytes`, from this thread's pool when it
+/// holds one (a write of many chunks then faults in its memory once per thread, not once
+/// per chunk).
+fn chunk_buffer(nbytes: usize, key: &str) -> Result<Vec<u8>> {
+    let mut buf = scratch::take_fitting(nbytes);
+    buf.clear();
+    buf.try_reserve_exact(nbytes)
+        .map_err(|_| Error::OutOfMemory {
+            bytes: nbytes as u128,
+            what: format!("chunk {key:?}"),
+        })?;
+    Ok(buf)
+}
+
+/// [`all_fill`] over a view's elements.
+fn view_all_fill(view: &ChunkView<'_>, fill: &[u8], dtype: ElementType) -> bool {
+    view.for_each_run(|run| {
+        if all_fill(run, fill, dtype) {
+            Ok(())
+        } else {
+            Err(String::new()) // stop at the first run with data
+        }
+    })
+    .is_ok()
+}
+
 /// `f` over `range`, in parallel when it has several indices.
 pub(crate) fn map_indices<T: Send>(
     range: Range<usize>,
@@ -486,7 +577,7 @@ fn copy_in(
             .ok_or_else(|| Error::Internal("write source out of bounds".into()))
     };
     let mut result = Ok(());
-    for_each_index_or_once(outer, |coord| {
+    for_each_index(outer, |coord| {
         if result.is_err() {
             return;
         }
@@ -511,15 +602,6 @@ fn copy_in(
         })();
     });
     result
-}
-
-/// Like `for_each_index`, but calls `f` once with no coordinates for zero ranges.
-fn for_each_index_or_once(ranges: &[Range<u64>], mut f: impl FnMut(&[u64])) {
-    if ranges.is_empty() {
-        f(&[]);
-    } else {
-        for_each_index(ranges, f);
-    }
 }
 
 /// Whether every element equals the fill value, as zarr-python decides it: bit for bit when

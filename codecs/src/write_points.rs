@@ -10,6 +10,7 @@ use crate::array::Array;
 use crate::buffer::checked_nbytes;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::store::Made;
 use crate::variable::VarData;
 use crate::write::{SrcPtr, Written};
 
@@ -48,21 +49,34 @@ impl Array {
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
         let reads_old: Vec<bool> = items.iter().map(|i| !i.fresh).collect();
         let sizes = vec![shape.iter().product::<u64>(); items.len()];
-        self.rebuild(&keys, &reads_old, &sizes, supplied, cache, |i, prior| {
-            let item = &items[i];
-            let mut chunk = if item.fresh {
-                self.filled_chunk(&shape, &item.key)?
-            } else {
-                self.decoded_chunk(&shape, &item.key, prior.encoded)?
-            };
-            debug_assert_eq!(chunk.len(), checked_nbytes(&shape, elem)?);
-            for (k, &p) in item.positions.iter().enumerate() {
-                let at = p as usize * elem;
-                let value = values.get((starts[i] + k) * elem, elem)?;
-                chunk[at..at + elem].copy_from_slice(value);
-            }
-            self.finish(chunk, &shape, &item.key, write_empty || !prior.may_delete)
-        })
+        self.rebuild(
+            &keys,
+            &reads_old,
+            &sizes,
+            supplied,
+            cache,
+            |i, prior, sink| {
+                let item = &items[i];
+                let mut chunk = if item.fresh {
+                    self.filled_chunk(&shape, &item.key)?
+                } else {
+                    self.decoded_chunk(&shape, &item.key, prior.encoded)?
+                };
+                debug_assert_eq!(chunk.len(), checked_nbytes(&shape, elem)?);
+                for (k, &p) in item.positions.iter().enumerate() {
+                    let at = p as usize * elem;
+                    let value = values.get((starts[i] + k) * elem, elem)?;
+                    chunk[at..at + elem].copy_from_slice(value);
+                }
+                self.finish(
+                    chunk,
+                    &shape,
+                    &item.key,
+                    write_empty || !prior.may_delete,
+                    sink,
+                )
+            },
+        )
     }
 
     /// [`Array::write_points`] for variable-length elements: `values` holds each item's
@@ -81,31 +95,41 @@ impl Array {
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
         let reads_old: Vec<bool> = items.iter().map(|i| !i.fresh).collect();
         let sizes = vec![n as u64; items.len()];
-        self.rebuild(&keys, &reads_old, &sizes, supplied, None, |i, prior| {
-            let item = &items[i];
-            let old = self.decode_variable(prior.encoded.filter(|_| !item.fresh), &item.key)?;
-            // Which value each cell takes: the last listed for it, else its old one.
-            let mut new_value: Vec<Option<usize>> = vec![None; n];
-            for (k, &p) in item.positions.iter().enumerate() {
-                new_value[p as usize] = Some(starts[i] + k);
-            }
-            let mut chunk = VarData {
-                bytes: Vec::with_capacity(old.bytes.len()),
-                offsets: Vec::with_capacity(n + 1),
-                shape: self.chunk_shape.clone(),
-            };
-            for (cell, value) in new_value.iter().enumerate() {
+        self.rebuild(
+            &keys,
+            &reads_old,
+            &sizes,
+            supplied,
+            None,
+            |i, prior, sink| {
+                let item = &items[i];
+                let old = self.decode_variable(prior.encoded.filter(|_| !item.fresh), &item.key)?;
+                // Which value each cell takes: the last listed for it, else its old one.
+                let mut new_value: Vec<Option<usize>> = vec![None; n];
+                for (k, &p) in item.positions.iter().enumerate() {
+                    new_value[p as usize] = Some(starts[i] + k);
+                }
+                let mut chunk = VarData {
+                    bytes: Vec::with_capacity(old.bytes.len()),
+                    offsets: Vec::with_capacity(n + 1),
+                    shape: self.chunk_shape.clone(),
+                };
+                for (cell, value) in new_value.iter().enumerate() {
+                    chunk.offsets.push(chunk.bytes.len());
+                    chunk
+                        .bytes
+                        .extend_from_slice(value.map_or_else(|| old.get(cell), |v| values.get(v)));
+                }
                 chunk.offsets.push(chunk.bytes.len());
-                chunk
-                    .bytes
-                    .extend_from_slice(value.map_or_else(|| old.get(cell), |v| values.get(v)));
-            }
-            chunk.offsets.push(chunk.bytes.len());
-            if !write_empty && prior.may_delete && self.all_fill_variable(&chunk) {
-                return Ok(None);
-            }
-            self.encode_variable(chunk, &item.key).map(Some)
-        })
+                if !write_empty && prior.may_delete && self.all_fill_variable(&chunk) {
+                    return Ok(Made::Delete);
+                }
+                let encoded = self.encode_variable(chunk, &item.key)?;
+                sink.put(&encoded)
+                    .map_err(|e| Error::storage(&item.key, e))?;
+                Ok(Made::Stored)
+            },
+        )
     }
 
     /// Checks the items of a write by positions against the chunk size and the number of

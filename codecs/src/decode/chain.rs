@@ -142,7 +142,7 @@ fn byte_order(endian: Option<&str>, dtype: ElementType) -> Result<ByteOrder, Cha
     }
 }
 
-fn config(meta: &MetadataV3) -> Value {
+pub(crate) fn config(meta: &MetadataV3) -> Value {
     serde_json::to_value(meta)
         .ok()
         .and_then(|v| v.get("configuration").cloned())
@@ -182,7 +182,7 @@ fn parse_shape(config: &Value, field: &str) -> Result<Vec<u64>, ChainError> {
         .ok_or_else(|| invalid(format!("sharding {field} must be positive integers")))
 }
 
-fn parse_codecs(config: &Value, field: &str) -> Result<Vec<MetadataV3>, ChainError> {
+pub(crate) fn parse_codecs(config: &Value, field: &str) -> Result<Vec<MetadataV3>, ChainError> {
     let list = config
         .get(field)
         .cloned()
