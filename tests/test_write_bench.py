@@ -27,6 +27,7 @@ def test_quick_write_bench_runs_every_writer(tmp_path):
     report = json.loads(out.read_text())
     installed = {
         "zarrpipe": True,
+        "zarrpipe+durable": True,
         "zarr+zarrpipe": True,
         "zarr": True,
         "zarr-fused": False,  # needs --python-new
@@ -47,10 +48,11 @@ def test_quick_write_bench_runs_every_writer(tmp_path):
             assert len(row["runs"]) == 1
             assert 0 < row["s_min"] <= row["s_median"] <= row["s_max"]
             assert row["rss_growth_mib"] >= 0 and row["stored_mib"] > 0
+            assert row["cpu_s_median"] > 0
             assert f"| {writer} | " in proc.stdout
         # The encode limit is measured in the same run and reported beside the writers.
         assert len(report["limits"][ds]["mbps_per_thread"]) == 1
-        assert report["limits"][ds]["s_median"] > 0
+        assert report["limits"][ds]["s_median"] > 0 and report["limits"][ds]["cpu_s"] > 0
     assert proc.stdout.count("Encode limit:") == 2
     # The source is kept in --data-dir and reused; outputs are deleted after each run.
     assert [p.name for p in (tmp_path / "data").iterdir()] == [

@@ -238,3 +238,44 @@ def test_dask_distributed_processes(tmp_path):
             arr = da.from_zarr(path, chunks=(128, 100))
         assert int(arr.sum().compute()) == int(data.sum())
         assert np.array_equal(arr[50:550:7, 3:480].compute(), data[50:550:7, 3:480])
+
+
+def _worker_writes(path: str, block: tuple[int, int], value: int) -> str:
+    import zarr
+
+    a = zarr.open_array(path, mode="r+")
+    a[block[0] : block[1]] = value
+    return type(a._async_array.codec_pipeline).__module__
+
+
+@pytest.mark.timeout(300)
+def test_dask_workers_sharing_a_shard_lose_nothing(tmp_path):
+    """Dask chunks smaller than the shards (zarr-python issues #3514 and #3682): worker
+    processes, pointed at zarrpipe's pipeline by the environment, write 8-row blocks of the
+    same 64-row shards, each several times, at once; every block ends with its last value."""
+    distributed = pytest.importorskip("distributed")
+    path = str(tmp_path / "shared.zarr")
+    with pipeline(DEFAULT):
+        zarr.create_array(path, shape=(128, 64), chunks=(8, 64), shards=(64, 64), dtype="int32")
+    env = {"ZARR_CODEC_PIPELINE__PATH": "zarrpipe.CodecPipeline", "ZARRPIPE_NUM_THREADS": "1"}
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None, env=env
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        blocks = [(r, r + 8) for r in range(0, 128, 8)]
+        for rnd in range(3):
+            futures = [
+                client.submit(_worker_writes, path, b, 100 * rnd + k, pure=False)
+                for k, b in enumerate(blocks)
+            ]
+            assert set(client.gather(futures)) == {"zarrpipe"}
+        # dask.array.store: one task per 8-row chunk of a dask array, into the shared shards
+        x = da.from_array(np.arange(128 * 64, dtype="int32").reshape(128, 64), chunks=(8, 64))
+        with pipeline(OURS):
+            target = zarr.open_array(path, mode="r+")
+        da.store(x, target, lock=False, scheduler=client)
+    with pipeline(DEFAULT):
+        got = zarr.open_array(path, mode="r")[...]
+    assert np.array_equal(got, np.arange(128 * 64, dtype="int32").reshape(128, 64))

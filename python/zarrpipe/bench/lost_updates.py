@@ -153,8 +153,12 @@ def _write_rounds(
         write(rows, np.full((ROWS, 64), value(writer, r), dtype="int32"))
 
 
-def _process_main(*args: Any) -> None:
-    _write_rounds(*args)
+def _process_main(errors: Any, *args: Any) -> None:
+    try:
+        _write_rounds(*args)
+    except BaseException as e:  # reported by the parent, in one line
+        errors.put(f"{type(e).__name__}: {e}")
+        sys.exit(1)
 
 
 def run(
@@ -197,9 +201,11 @@ def run(
     else:
         ctx = mp.get_context("spawn")
         barrier = ctx.Barrier(writers)
+        failures = ctx.Queue()
         procs = [
             ctx.Process(
-                target=_process_main, args=(kinds[w], location, w, rounds, barrier, options)
+                target=_process_main,
+                args=(failures, kinds[w], location, w, rounds, barrier, options),
             )
             for w in range(writers)
         ]
@@ -213,7 +219,8 @@ def run(
                 raise RuntimeError(f"{kind}: a writer process did not finish in {timeout} s")
         failed = [p.exitcode for p in procs if p.exitcode != 0]
         if failed:
-            raise RuntimeError(f"{kind}: writer processes exited with {failed}")
+            why = failures.get(timeout=5) if not failures.empty() else "no message"
+            raise RuntimeError(f"{len(failed)} of {writers} writers failed, e.g. {why}")
     return lost(location, writers, rounds, options)
 
 
@@ -254,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
                 except (RuntimeError, ImportError, SystemExit) as e:
-                    counts.append(f"failed: {str(e).splitlines()[0][:80]}")
+                    counts.append(f"failed: {str(e).splitlines()[0][:120]}")
             cells = ", ".join(f"{c} of {args.procs}" if isinstance(c, int) else c for c in counts)
             print(f"| {kind} | {layout} | {cells} |", flush=True)
             results.append({"writer": kind, "layout": layout, "lost": counts})
