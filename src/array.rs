@@ -8,11 +8,11 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
-use zarrpipe_codecs::cache::ChunkCache;
-use zarrpipe_codecs::decode::placement::OutPtr;
-use zarrpipe_codecs::pick::{Factor, Pick};
+use zarrpipe_codecs::memory::out::OutPtr;
+use zarrpipe_codecs::read::cache::ChunkCache;
 use zarrpipe_codecs::read::ChunkData;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::select::pick::{Factor, Pick};
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::write::SrcPtr;
 
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
@@ -23,7 +23,7 @@ use crate::selection;
 use crate::store::Store;
 use crate::tensor::Tensor;
 use crate::variable;
-use zarrpipe_codecs::variable::Variable;
+use zarrpipe_codecs::array::variable::Variable;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Array")]
 pub struct Array {

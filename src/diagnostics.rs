@@ -8,7 +8,7 @@ use pyo3::types::PyDict;
 /// `{"base": {...}, "huge": {...}, "switches": n}` (changes from one page size to the other).
 #[pyfunction]
 pub fn _first_touch_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let s = zarrpipe_codecs::first_touch::stats();
+    let s = zarrpipe_codecs::memory::first_touch::stats();
     let out = PyDict::new(py);
     for (i, name) in ["base", "huge"].into_iter().enumerate() {
         let d = PyDict::new(py);

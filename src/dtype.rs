@@ -1,6 +1,6 @@
 //! Element types as NumPy, DLPack and the buffer protocol spell them, and the NumPy dtypes
 //! of the data types the engine carries opaquely (datetimes, fixed-length strings and
-//! bytes, records, small floats: `zarrpipe_codecs::numpy_type`).
+//! bytes, records, small floats: `zarrpipe_codecs::dtype::numpy_type`).
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode};
 use numpy::{PyArrayDescr, PyArrayDescrMethods};

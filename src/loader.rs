@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use zarrpipe_codecs::rows::{gather_rows, RowSource};
+use zarrpipe_codecs::read::rows::{gather_rows, RowSource};
 use zarrpipe_codecs::ElementType;
 
 use crate::array::Array;

@@ -11,13 +11,13 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use zarrpipe_codecs::array::Array as EngineArray;
-use zarrpipe_codecs::decode::placement::OutPtr;
-use zarrpipe_codecs::first_touch;
-use zarrpipe_codecs::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
+use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
+use zarrpipe_codecs::memory::first_touch;
+use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::store::Store as EngineStore;
+use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
-use zarrpipe_codecs::write_points::PointWrite;
 
 use crate::errors::to_pyerr;
 use crate::runtime::run;

@@ -4,7 +4,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::prelude::*;
-use zarrpipe_codecs::{pool, Error, Result};
+use zarrpipe_codecs::process::pool;
+use zarrpipe_codecs::{Error, Result};
 
 use crate::errors::to_pyerr;
 

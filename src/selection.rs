@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyEllipsis, PySlice, PyTuple};
-use zarrpipe_codecs::selection::AxisSelector;
+use zarrpipe_codecs::select::selection::AxisSelector;
 
 const SUPPORTED: &str =
     "zarrpipe selections are integers, step-1 slices and '...' (or a tuple of them)";

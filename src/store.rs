@@ -7,9 +7,9 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
-use zarrpipe_codecs::cache::ChunkCache;
-use zarrpipe_codecs::hierarchy;
-use zarrpipe_codecs::remote::RemoteSettings;
+use zarrpipe_codecs::read::cache::ChunkCache;
+use zarrpipe_codecs::store::listing as hierarchy;
+use zarrpipe_codecs::store::remote::RemoteSettings;
 use zarrpipe_codecs::store::{node_path, Store as EngineStore};
 
 use crate::array::Array;
@@ -23,7 +23,7 @@ pub struct Store {
     /// Arrays opened by path, so repeated `read(path, ...)` calls skip the metadata.
     arrays: Mutex<HashMap<String, Arc<EngineArray>>>,
     /// The process that opened the store: a forked child does not use `arrays`, whose lock
-    /// a parent thread may have held at the fork (see `zarrpipe_codecs::fork`).
+    /// a parent thread may have held at the fork (see `zarrpipe_codecs::process::fork`).
     pid: u32,
     /// The constructor's arguments, to open the same store again after pickling.
     reopen: Reopen,
@@ -46,7 +46,7 @@ struct Reopen {
 impl Store {
     /// The table of opened arrays, or None in a forked child.
     fn arrays(&self) -> Option<std::sync::MutexGuard<'_, HashMap<String, Arc<EngineArray>>>> {
-        if zarrpipe_codecs::fork::forked(self.pid) {
+        if zarrpipe_codecs::process::fork::forked(self.pid) {
             return None;
         }
         Some(self.arrays.lock().unwrap_or_else(PoisonError::into_inner))
@@ -415,11 +415,12 @@ impl Store {
             .getattr("array_spec_json")?
             .call((), Some(&kwargs))?
             .extract()?;
-        let spec = zarrpipe_codecs::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
+        let spec =
+            zarrpipe_codecs::array::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
         let store = this.store.clone();
         let owned_path = path.to_owned();
         let array = run(py, move || {
-            zarrpipe_codecs::create::create_array(&store, &owned_path, &spec, overwrite)
+            zarrpipe_codecs::array::create::create_array(&store, &owned_path, &spec, overwrite)
         })?;
         Ok(Array::new(
             this.remember(array),
@@ -453,7 +454,12 @@ impl Store {
         let store = self.store.clone();
         let path = path.to_owned();
         run(py, move || {
-            zarrpipe_codecs::create::create_group(&store, &path, attrs.as_deref(), zarr_format)
+            zarrpipe_codecs::array::create::create_group(
+                &store,
+                &path,
+                attrs.as_deref(),
+                zarr_format,
+            )
         })
     }
 
@@ -535,11 +541,11 @@ impl Store {
 /// the `ZARRPIPE_NUM_THREADS` environment variable).
 #[pyfunction]
 pub fn set_num_threads(n: usize) -> PyResult<()> {
-    zarrpipe_codecs::pool::set_num_threads(n).map_err(to_pyerr)
+    zarrpipe_codecs::process::pool::set_num_threads(n).map_err(to_pyerr)
 }
 
 /// How many threads decode.
 #[pyfunction]
 pub fn get_num_threads() -> usize {
-    zarrpipe_codecs::pool::num_threads()
+    zarrpipe_codecs::process::pool::num_threads()
 }

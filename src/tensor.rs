@@ -16,7 +16,8 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyTuple};
-use zarrpipe_codecs::{buffer, recycle, ElementType};
+use zarrpipe_codecs::memory::{buffer, recycle};
+use zarrpipe_codecs::ElementType;
 
 use crate::bytes_view::BytesView;
 use crate::dlpack::{self, Abi, Layout, CPU};
@@ -43,7 +44,7 @@ pub struct Tensor {
     /// `None` once `into_dlpack()` has moved the buffer out (a tombstone).
     slot: Mutex<Option<Bytes>>,
     /// A read's fresh output: when its last holder lets go, the buffer is kept for the next
-    /// read of its size (`zarrpipe_codecs::recycle`).
+    /// read of its size (`zarrpipe_codecs::memory::recycle`).
     recycle: bool,
 }
 

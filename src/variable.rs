@@ -6,7 +6,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use zarrpipe_codecs::variable::{VarData, Variable};
+use zarrpipe_codecs::array::variable::{VarData, Variable};
 
 /// The NumPy dtype of a variable-length array's elements.
 pub fn dtype<'py>(py: Python<'py>, kind: Variable) -> PyResult<Bound<'py, PyAny>> {

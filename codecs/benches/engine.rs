@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::pool;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::process::pool;
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 
 /// Array side (elements per axis) and chunk side: 256³ uint16 (32 MiB) in 128³ chunks.

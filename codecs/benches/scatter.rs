@@ -12,7 +12,10 @@
 //!   streams them).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use zarrpipe_codecs::decode::placement::{c_strides, ByteOrder, OutPtr, Placement, Scatter};
+use zarrpipe_codecs::codec::decode::scatter::Scatter;
+use zarrpipe_codecs::dtype::ByteOrder;
+use zarrpipe_codecs::layout::placement::{c_strides, Placement};
+use zarrpipe_codecs::memory::out::OutPtr;
 
 const ELEM: usize = 2;
 const PIECE: usize = 128 << 10;

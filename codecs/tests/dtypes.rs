@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use common::{slice, TestStore};
 use serde_json::{json, Value};
+use zarrpipe_codecs::array::create::{create_array, ArraySpec};
+use zarrpipe_codecs::array::variable::{VarData, Variable};
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::create::{create_array, ArraySpec};
-use zarrpipe_codecs::decode::placement::c_strides;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::layout::placement::c_strides;
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
-use zarrpipe_codecs::variable::{VarData, Variable};
 use zarrpipe_codecs::write::SrcPtr;
 use zarrpipe_codecs::{ElementType, Error};
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zarrpipe_codecs::selection::AxisSelector;
+use zarrpipe_codecs::select::selection::AxisSelector;
 use zarrpipe_codecs::Error;
 
 /// A 4x4 u16 array in one chunk with `codec_list`, whose chunk bytes are `chunk`.

@@ -5,8 +5,9 @@
 mod common;
 
 use common::*;
+use zarrpipe_codecs::process::pool;
 use zarrpipe_codecs::read::overlapped_reads;
-use zarrpipe_codecs::{pool, Error};
+use zarrpipe_codecs::Error;
 
 /// 1024 x 2048 uint16 in one 4 MiB chunk, stored as `chunk`.
 fn store_with(chunk: &[u8]) -> TestStore {

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use zarrpipe_codecs::selection::Region;
+use zarrpipe_codecs::select::selection::Region;
 use zarrpipe_codecs::Error;
 use zarrs::array::{Array, ArrayBytes};
 use zarrs::filesystem::FilesystemStore;
@@ -24,7 +24,7 @@ fn round_trip(
     codec_list: &str,
     data: &[u8],
 ) -> (TestStore, Vec<u8>) {
-    zarrpipe_codecs::harden::install();
+    zarrpipe_codecs::codec::harden::install();
     let store = TestStore::new();
     store.array_v3("a", &SHAPE, &CHUNKS, dtype, fill, codec_list);
     let fs = Arc::new(FilesystemStore::new(store.root()).unwrap());
@@ -230,7 +230,7 @@ fn unsupported_cast_target_is_refused_at_open() {
 
 #[test]
 fn v2_filters_and_compressors_by_numcodecs_id() {
-    zarrpipe_codecs::harden::install();
+    zarrpipe_codecs::codec::harden::install();
     let cases = [
         (
             r#"[{"id":"delta","dtype":"<i4"}]"#,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 
 /// A 10x7 u16 array in 4x3 chunks (ragged in both axes), written with `encode`; chunk (1, 1)
 /// is missing. Returns the store.

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use common::{as_u16, slice, TestStore};
 use serde_json::json;
+use zarrpipe_codecs::array::create::{create_array, ArraySpec};
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::cache::ChunkCache;
-use zarrpipe_codecs::create::{create_array, ArraySpec};
-use zarrpipe_codecs::decode::placement::c_strides;
-use zarrpipe_codecs::pick::{Factor, Pick};
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::layout::placement::c_strides;
+use zarrpipe_codecs::read::cache::ChunkCache;
+use zarrpipe_codecs::select::pick::{Factor, Pick};
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 use zarrpipe_codecs::write::{SrcPtr, Written};
 use zarrpipe_codecs::{ElementType, Error};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 
 const LE: &str = r#"{"name":"bytes","configuration":{"endian":"little"}}"#;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::selection::Region;
+use zarrpipe_codecs::select::selection::Region;
 use zarrpipe_codecs::store::Store;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use zarrpipe_codecs::array::Array;
-use zarrpipe_codecs::selection::{AxisSelector, Region};
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
 
 pub struct TestStore {

@@ -1,0 +1,494 @@
+//! The engine array: an array's metadata parsed once, and everything a read or a write
+//! needs from it — shape, data type, fill value, the regular chunk grid, the codec chain
+//! (zarrpipe's own decoder where it knows the codecs, zarrs' for the rest), the order
+//! shards lay out their inner chunks when written, and the reason, if any, this array must
+//! be handed to zarr-python instead. `Store`/`Array`, the zarr-python pipeline and the
+//! engine adapter all read and write through it.
+
+pub mod create;
+pub mod variable;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use zarrs::array::{Array as ZarrsArrayOf, ArrayCreateError, ArrayMetadata, ArrayMetadataOptions};
+use zarrs::config::MetadataConvertVersion;
+use zarrs::metadata::v3::ArrayMetadataV3;
+use zarrs::plugin::PluginCreateError;
+use zarrs::storage::{ReadableListableStorageTraits, StorageError};
+
+use crate::array::variable::Variable;
+use crate::codec::chain::{ChainError, ChunkChain, ZarrsTypes};
+use crate::codec::encode::Encoder;
+use crate::dtype::numpy_type::{stand_in, NumpyType};
+use crate::dtype::ElementType;
+use crate::error::{Error, Result};
+use crate::memory::buffer::checked_nbytes;
+use crate::select::selection::Region;
+use crate::store::{node_path, Store};
+
+pub type ZarrsArray = ZarrsArrayOf<dyn ReadableListableStorageTraits>;
+
+/// Why the fixed-size paths refuse a variable-length array.
+const VARIABLE: &str =
+    "variable-length elements (strings, bytes) are read and written by read_variable / write_variable";
+
+/// What a user sees of an array.
+#[derive(Clone, Debug)]
+pub struct ArrayInfo {
+    /// Node path, `"/"` for an array at the store root.
+    pub path: String,
+    pub shape: Vec<u64>,
+    pub dtype: ElementType,
+    /// The read granularity: inner chunks for a sharded array (zarr-python's `chunks`).
+    pub chunks: Vec<u64>,
+    /// The stored chunk (shard) shape of a sharded array.
+    pub shards: Option<Vec<u64>>,
+    /// One element, native-endian.
+    pub fill_value: Vec<u8>,
+    pub zarr_format: u8,
+    /// User attributes as JSON text.
+    pub attributes: String,
+    pub dimension_names: Option<Vec<Option<String>>>,
+    /// The real data type when the engine carries it as opaque elements or as `int64`
+    /// (datetimes, fixed-length strings and bytes, records, small floats): its NumPy dtype.
+    pub numpy_type: Option<NumpyType>,
+    /// Variable-length elements (strings, bytes): read and written by `variable`, never
+    /// by the fixed-size paths (whose `chain()` refuses such an array).
+    pub variable: Option<Variable>,
+}
+
+/// An open array, ready to read and write.
+pub struct Array {
+    pub(crate) store: Arc<Store>,
+    pub(crate) zarrs: ZarrsArray,
+    pub info: ArrayInfo,
+    /// The stored chunk (shard) shape: every chunk of the regular grid has it (edge chunks
+    /// are padded).
+    pub(crate) chunk_shape: Vec<u64>,
+    /// How stored chunks decode and encode, or why this array cannot be read here.
+    chain: std::result::Result<Arc<ChunkChain>, String>,
+    /// zarrpipe's own encoder for this array's chunks, when it has one (else zarrs').
+    pub(crate) encoder: Option<Encoder>,
+    /// The order a written shard lays out its inner chunks (C-order linear indices); empty
+    /// keeps C order.
+    pub(crate) subchunk_order: Vec<u64>,
+}
+
+impl Array {
+    /// Opens the array at `path` (relative to the store root; `""` is the root itself).
+    pub fn open(store: Arc<Store>, path: &str) -> Result<Self> {
+        crate::codec::harden::install();
+        let node = node_path(path)?;
+        let zarrs = match ZarrsArray::open(store.zarrs(), &node) {
+            Ok(array) => array,
+            Err(ArrayCreateError::InvalidFillValueMetadata { .. }) => {
+                // zarrs rejects some v2 `fill_value: null` (complex); read it as zarr-python does.
+                let json = v2_metadata_json(&store, &node).ok_or_else(|| Error::Metadata {
+                    path: node.clone(),
+                    reason: "invalid fill value".into(),
+                })?;
+                return Self::with_metadata(store, &node, &json);
+            }
+            Err(
+                e @ (ArrayCreateError::DataTypeCreateError(_)
+                | ArrayCreateError::UnsupportedZarrV2Array(_)
+                | ArrayCreateError::StorageError(StorageError::InvalidMetadata(..))),
+            ) => {
+                // A data type zarrs lacks (e.g. v2 `<M8[ns]`, `|S7`, records): the stand-in
+                // of `numpy_type` may open it.
+                return match metadata_json(&store, &node) {
+                    Some(json) if has_stand_in(&json) => Self::with_metadata(store, &node, &json),
+                    _ => Err(open_error(&store, &node, e)),
+                };
+            }
+            Err(e) => return Err(open_error(&store, &node, e)),
+        };
+        // A type zarrs opens in its own way (v3 datetimes, raw bits, UTF-32) is opened
+        // again through its stand-in, so that it reads as zarr-python reads it.
+        let mut json = serde_json::to_value(zarrs.metadata()).unwrap_or(Value::Null);
+        if let ArrayMetadata::V2(_) = zarrs.metadata() {
+            json["attributes"] = Value::Object(zarrs.attributes().clone());
+        }
+        if has_stand_in(&json.to_string()) {
+            return Self::with_metadata(store, &node, &json.to_string());
+        }
+        Self::from_zarrs(store, node, zarrs, None)
+    }
+
+    /// The array at `path` described by `metadata_json` (zarr.json or .zarray content)
+    /// instead of the metadata in the store: for callers that already hold the metadata.
+    pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
+        crate::codec::harden::install();
+        let node = node_path(path)?;
+        let (metadata, numpy_type) =
+            parse_metadata_typed(metadata_json).map_err(|reason| Error::Metadata {
+                path: node.clone(),
+                reason,
+            })?;
+        let zarrs = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
+            .map_err(|e| open_error(&store, &node, e))?;
+        Self::from_zarrs(store, node, zarrs, numpy_type)
+    }
+
+    /// An array whose chunk bytes the caller supplies (and stores) itself, described by
+    /// `metadata_json`: zarr-python's pipeline over a store zarrpipe cannot reach.
+    pub fn detached(metadata_json: &str) -> Result<Self> {
+        Self::with_metadata(Arc::new(Store::in_memory([])), "/", metadata_json)
+    }
+
+    /// Writes shards with their inner chunks in `order` (C-order linear indices).
+    #[must_use]
+    pub fn with_subchunk_order(mut self, order: Vec<u64>) -> Self {
+        self.subchunk_order = order;
+        self
+    }
+
+    fn from_zarrs(
+        store: Arc<Store>,
+        node: String,
+        zarrs: ZarrsArray,
+        numpy_type: Option<NumpyType>,
+    ) -> Result<Self> {
+        let variable = Variable::of(zarrs.data_type(), zarrs.metadata());
+        let dtype = match (&numpy_type, variable) {
+            (Some(t), _) => t.elem,
+            // Never used as an element: the chain below refuses fixed-size reads.
+            (None, Some(_)) => ElementType::UInt8,
+            (None, None) => ElementType::from_zarrs(zarrs.data_type()).map_err(|_| {
+                Error::Unsupported(format!(
+                    "array {node}: data type {} is not a fixed-size type zarrpipe reads",
+                    data_type_spelling(&zarrs)
+                ))
+            })?,
+        };
+        let v3 = v3_metadata(&zarrs).ok_or_else(|| {
+            Error::Unsupported(format!("cannot convert the v2 metadata of {node}"))
+        })?;
+        let shape = zarrs.shape().to_vec();
+        let grid_chunk =
+            regular_chunk_shape(&serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null))
+                .filter(|c| c.len() == shape.len());
+        let types = ZarrsTypes {
+            data_type: zarrs.data_type().clone(),
+            fill_value: zarrs.fill_value().clone(),
+        };
+        let (chunk_shape, chain) = match grid_chunk {
+            Some(chunk) => {
+                // A chunk must at least be addressable; reads of its parts are checked later.
+                checked_nbytes(&chunk, dtype.size()).map_err(|_| Error::Metadata {
+                    path: node.clone(),
+                    reason: format!("chunk shape {chunk:?} is too large to address"),
+                })?;
+                let refused = numpy_type.as_ref().and_then(|t| t.refused.clone());
+                let chain = if variable.is_some() {
+                    Err(VARIABLE.to_owned())
+                } else if let Some(why) = refused {
+                    Err(why)
+                } else {
+                    match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
+                        Ok(chain) => Ok(Arc::new(chain)),
+                        Err(ChainError::Unsupported(reason)) => Err(reason),
+                        Err(ChainError::Invalid(reason)) => {
+                            return Err(Error::Metadata { path: node, reason })
+                        }
+                    }
+                };
+                (chunk, chain)
+            }
+            None => (
+                shape.clone(),
+                Err("the chunk grid is not regular".to_owned()),
+            ),
+        };
+        let encoder = match &chain {
+            Ok(c) if numpy_type.is_none() => Encoder::parse(&v3.codecs, c),
+            _ => None,
+        };
+        let (chunks, shards) = match chain.as_ref().ok().and_then(|c| c.plain_sharding()) {
+            Some(s) => (s.inner_shape.clone(), Some(chunk_shape.clone())),
+            None => {
+                // Sharding that zarrs decodes (inner codecs ours lacks) still has shards;
+                // with other codecs around it there are none, as zarr-python says.
+                use zarrs::array::ArrayShardedExt;
+                match zarrs.subchunk_shape() {
+                    Some(inner) if zarrs.is_exclusively_sharded() => (
+                        inner.iter().map(|d| d.get()).collect(),
+                        Some(chunk_shape.clone()),
+                    ),
+                    _ => (chunk_shape.clone(), None),
+                }
+            }
+        };
+        let (zarr_format, dimension_names) = match zarrs.metadata() {
+            ArrayMetadata::V2(_) => (2, None),
+            ArrayMetadata::V3(m) => (3, m.dimension_names.clone()),
+        };
+        let info = ArrayInfo {
+            path: node,
+            shape,
+            dtype,
+            chunks,
+            shards,
+            fill_value: zarrs.fill_value().as_ne_bytes().to_vec(),
+            zarr_format,
+            attributes: serde_json::to_string(zarrs.attributes()).unwrap_or_else(|_| "{}".into()),
+            dimension_names,
+            numpy_type,
+            variable,
+        };
+        Ok(Self {
+            store,
+            zarrs,
+            info,
+            chunk_shape,
+            chain,
+            encoder,
+            subchunk_order: Vec::new(),
+        })
+    }
+
+    /// The codec chain of stored chunks, or `Unsupported` with the reason this array must be
+    /// read elsewhere (zarr-python).
+    pub fn chain(&self) -> Result<&Arc<ChunkChain>> {
+        self.chain
+            .as_ref()
+            .map_err(|reason| Error::Unsupported(format!("array {}: {reason}", self.info.path)))
+    }
+
+    /// Why zarrpipe cannot read or write this array at all (`None` when it can).
+    #[must_use]
+    pub fn unsupported_reason(&self) -> Option<&str> {
+        self.chain.as_ref().err().map(String::as_str)
+    }
+
+    /// Why zarrs' codecs decode (part of) this array's chunks instead of zarrpipe's own
+    /// (`None` when zarrpipe decodes every codec itself).
+    #[must_use]
+    pub fn fallback_reason(&self) -> Option<&str> {
+        match &self.chain {
+            Ok(chain) => chain.zarrs_reason(),
+            Err(reason) => Some(reason),
+        }
+    }
+
+    /// The shape of every stored chunk (shard) of the regular grid (edge chunks padded).
+    #[must_use]
+    pub fn stored_chunk_shape(&self) -> &[u64] {
+        &self.chunk_shape
+    }
+
+    /// The store the array lives in.
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The store key of the stored chunk (shard) at `index` of the storage grid.
+    #[must_use]
+    pub fn chunk_key(&self, index: &[u64]) -> String {
+        self.zarrs.chunk_key(index).to_string()
+    }
+
+    /// The number of chunks along each axis of the `chunks` grid (inner chunks of shards).
+    #[must_use]
+    pub fn chunk_grid_shape(&self) -> Vec<u64> {
+        self.info
+            .shape
+            .iter()
+            .zip(&self.info.chunks)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect()
+    }
+
+    /// The in-bounds region of chunk `index` of the `chunks` grid.
+    pub fn chunk_region(&self, index: &[u64]) -> Result<Region> {
+        let grid = self.chunk_grid_shape();
+        if index.len() != grid.len() || index.iter().zip(&grid).any(|(i, g)| i >= g) {
+            return Err(Error::InvalidSelection(format!(
+                "chunk index {index:?} is out of bounds for a chunk grid of shape {grid:?}"
+            )));
+        }
+        let ranges: Vec<std::ops::Range<u64>> = index
+            .iter()
+            .zip(&self.info.chunks)
+            .zip(&self.info.shape)
+            .map(|((&i, &c), &s)| i * c..((i + 1) * c).min(s))
+            .collect();
+        let out_shape = ranges.iter().map(|r| r.end - r.start).collect();
+        Ok(Region {
+            dropped: vec![false; ranges.len()],
+            ranges,
+            out_shape,
+        })
+    }
+
+    /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
+    /// for a sharded array). An index outside the grid is a selection error.
+    pub fn stored_key_of_chunk(&self, index: &[u64]) -> Result<String> {
+        let region = self.chunk_region(index)?;
+        let stored: Vec<u64> = region
+            .ranges
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(r, c)| r.start / c)
+            .collect();
+        Ok(self.chunk_key(&stored))
+    }
+}
+
+fn v3_metadata(zarrs: &ZarrsArray) -> Option<ArrayMetadataV3> {
+    match zarrs.metadata_opt(
+        &ArrayMetadataOptions::default()
+            .with_metadata_convert_version(MetadataConvertVersion::V3)
+            .with_convert_aliased_extension_names(true),
+    ) {
+        ArrayMetadata::V3(m) => Some(m),
+        ArrayMetadata::V2(_) => None,
+    }
+}
+
+/// The data type as the array's metadata spells it (`"<U13"`, `{"name": "string"}`...).
+fn data_type_spelling(zarrs: &ZarrsArray) -> String {
+    match zarrs.metadata() {
+        ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype),
+        ArrayMetadata::V3(m) => serde_json::to_string(&m.data_type),
+    }
+    .unwrap_or_else(|_| zarrs.data_type().to_string())
+}
+
+/// Parses array metadata JSON (v2 or v3). A v2 `fill_value: null` means the data type's
+/// default (zarr-python's reading); zarrs rejects it for complex types, so it is spelled out.
+pub fn parse_metadata(json: &str) -> std::result::Result<ArrayMetadata, String> {
+    parse_metadata_typed(json).map(|(m, _)| m)
+}
+
+/// Whether metadata JSON has a data type that opens through a stand-in (`numpy_type`).
+fn has_stand_in(json: &str) -> bool {
+    serde_json::from_str::<Value>(json)
+        .ok()
+        .is_some_and(|mut v| {
+            let before = v.clone();
+            matches!(stand_in(&mut v), Ok(Some(_))) || v != before
+        })
+}
+
+/// [`parse_metadata`], with a data type zarrs lacks replaced by its stand-in, and that type.
+fn parse_metadata_typed(
+    json: &str,
+) -> std::result::Result<(ArrayMetadata, Option<NumpyType>), String> {
+    let mut value: Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let numpy_type = stand_in(&mut value)?;
+    if value.get("zarr_format").and_then(Value::as_u64) == Some(2)
+        && value.get("fill_value").is_some_and(Value::is_null)
+        && value
+            .get("dtype")
+            .and_then(Value::as_str)
+            .is_some_and(|d| d.contains('c'))
+    {
+        value["fill_value"] = serde_json::json!([0.0, 0.0]);
+    }
+    let metadata = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    Ok((metadata, numpy_type))
+}
+
+/// The metadata document of the array at `node`: v3 `zarr.json`, else v2 (`.zarray` with
+/// `.zattrs`).
+fn metadata_json(store: &Store, node: &str) -> Option<String> {
+    use zarrs::storage::StoreKey;
+    let prefix = node.trim_matches('/');
+    let key = if prefix.is_empty() {
+        "zarr.json".to_owned()
+    } else {
+        format!("{prefix}/zarr.json")
+    };
+    let v3 = StoreKey::new(key)
+        .ok()
+        .and_then(|k| store.zarrs().get(&k).ok().flatten());
+    match v3 {
+        Some(bytes) => String::from_utf8(bytes.to_vec()).ok(),
+        None => v2_metadata_json(store, node),
+    }
+}
+
+/// The .zarray (with .zattrs) of a v2 array, as one JSON document.
+fn v2_metadata_json(store: &Store, node: &str) -> Option<String> {
+    use zarrs::storage::StoreKey;
+    let prefix = node.trim_matches('/');
+    let key = |name: &str| {
+        StoreKey::new(if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}/{name}")
+        })
+        .ok()
+    };
+    let get = |name: &str| store.zarrs().get(&key(name)?).ok().flatten();
+    let mut meta: Value = serde_json::from_slice(&get(".zarray")?).ok()?;
+    if let Some(attrs) = get(".zattrs").and_then(|a| serde_json::from_slice::<Value>(&a).ok()) {
+        meta["attributes"] = attrs;
+    }
+    Some(meta.to_string())
+}
+
+fn regular_chunk_shape(grid: &Value) -> Option<Vec<u64>> {
+    if grid.get("name")?.as_str()? != "regular" {
+        return None;
+    }
+    grid.get("configuration")?
+        .get("chunk_shape")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_u64().filter(|&d| d > 0))
+        .collect()
+}
+
+/// Maps an open failure to "not found", "bad metadata" or "unsupported".
+fn open_error(store: &Store, node: &str, err: ArrayCreateError) -> Error {
+    let meta = |reason: String| Error::Metadata {
+        path: node.to_owned(),
+        reason,
+    };
+    let not_found = || {
+        if is_group(store, node) {
+            Error::NotFound(format!(
+                "{node} in {} is a group, not an array",
+                store.description()
+            ))
+        } else {
+            Error::NotFound(format!("no array at {node} in {}", store.description()))
+        }
+    };
+    match err {
+        ArrayCreateError::MissingMetadata => not_found(),
+        ArrayCreateError::StorageError(StorageError::InvalidMetadata(key, reason)) => {
+            if is_group(store, node) {
+                not_found()
+            } else {
+                meta(format!("{key}: {reason}"))
+            }
+        }
+        ArrayCreateError::StorageError(e) => crate::store::zarrs_storage_error(node, &e),
+        // zarrs cannot tell a codec configuration it does not know from an invalid one (e.g.
+        // zarr-python's numcodecs.zlib): for codecs, "unsupported" is the honest answer.
+        e @ ArrayCreateError::CodecsCreateError(_) => {
+            Error::Unsupported(format!("array {node}: {e}"))
+        }
+        ArrayCreateError::DataTypeCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::StorageTransformersCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::ChunkGridCreateError(PluginCreateError::Unsupported(e))
+        | ArrayCreateError::ChunkKeyEncodingCreateError(PluginCreateError::Unsupported(e)) => {
+            Error::Unsupported(format!("array {node}: {e}"))
+        }
+        e @ (ArrayCreateError::UnsupportedZarrV2Array(_)
+        | ArrayCreateError::AdditionalFieldUnsupportedError(_)) => {
+            Error::Unsupported(format!("array {node}: {e}"))
+        }
+        e => meta(e.to_string()),
+    }
+}
+
+/// Whether `node` holds group metadata (v3 `zarr.json` with `node_type: group`, or v2 `.zgroup`).
+pub(crate) fn is_group(store: &Store, node: &str) -> bool {
+    crate::store::listing::node_kind(store, node) == Some(crate::store::listing::NodeKind::Group)
+}
