@@ -135,7 +135,8 @@ pub fn decode_error_with(msg: String) -> PyErr {
     raise(decode_error, msg)
 }
 
-/// Converts an engine error into the Python exception DESIGN.md assigns to it.
+/// Converts an engine error into the Python exception docs/architecture.md ("Errors") assigns to
+/// it.
 pub fn to_pyerr(err: Error) -> PyErr {
     let msg = err.to_string();
     match err {

@@ -2,13 +2,11 @@
 //! `zarrpipe-codecs` crate in `codecs/`.
 
 mod array;
-mod bytes_view;
 mod diagnostics;
-mod dlpack;
 mod dtype;
 mod errors;
 mod loader;
-mod owned_tensor;
+mod numpy_layout;
 mod pipeline;
 mod runtime;
 mod selection;
@@ -22,8 +20,8 @@ use pyo3::prelude::*;
 fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<tensor::Tensor>()?;
-    m.add_class::<owned_tensor::OwnedTensor>()?;
-    m.add_class::<bytes_view::BytesView>()?;
+    m.add_class::<tensor::owned::OwnedTensor>()?;
+    m.add_class::<tensor::bytes_view::BytesView>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<array::Array>()?;
     m.add_class::<loader::Rows>()?;

@@ -20,6 +20,7 @@ use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
 use crate::errors::to_pyerr;
+use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::store::Store as PyStore;
 
@@ -69,52 +70,6 @@ fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops
         });
     }
     span.filter(|r| r.end <= layout.len)
-}
-
-pub(crate) fn numpy_layout(
-    array: &Bound<'_, PyUntypedArray>,
-    writable: bool,
-) -> PyResult<(*mut u8, OutLayout)> {
-    if writable
-        && !array
-            .getattr("flags")?
-            .getattr("writeable")?
-            .extract::<bool>()?
-    {
-        return Err(PyValueError::new_err("output array is read-only"));
-    }
-    let elem = array.dtype().itemsize();
-    let shape: Vec<u64> = array.shape().iter().map(|&n| n as u64).collect();
-    let strides: Vec<isize> = array.strides().to_vec();
-    // SAFETY: reading the data pointer of a live NumPy array.
-    let data = unsafe { (*array.as_array_ptr()).fields.data.cast::<u8>() };
-    if shape.contains(&0) {
-        return Ok((data, OutLayout::c_order(&shape, elem)));
-    }
-    let mut below = 0usize;
-    let mut above = elem;
-    for (&n, &s) in shape.iter().zip(&strides) {
-        let reach = (n as usize - 1) * s.unsigned_abs();
-        if s < 0 {
-            below += reach;
-        } else {
-            above += reach;
-        }
-    }
-    let layout = if writable {
-        OutLayout::strided(&shape, &strides, below, below + above, elem).map_err(to_pyerr)?
-    } else {
-        // A write's source may repeat elements (broadcasting): only its extent matters.
-        OutLayout {
-            shape,
-            strides,
-            base: below,
-            len: below + above,
-            elem,
-        }
-    };
-    // SAFETY: `below` bytes before element 0 belong to the array (NumPy's layout).
-    Ok((unsafe { data.sub(below) }, layout))
 }
 
 fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {

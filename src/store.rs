@@ -10,7 +10,7 @@ use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::read::cache::ChunkCache;
 use zarrpipe_codecs::store::listing as hierarchy;
 use zarrpipe_codecs::store::remote::RemoteSettings;
-use zarrpipe_codecs::store::{node_path, Store as EngineStore};
+use zarrpipe_codecs::store::{key_prefix, node_path, Store as EngineStore};
 
 use crate::array::Array;
 use crate::errors::to_pyerr;
@@ -132,16 +132,6 @@ impl<'py> CodecsArg<'py> {
             Self::Auto => pyo3::types::PyString::new(py, "auto").into_any(),
             Self::Given(obj) => obj,
         }
-    }
-}
-
-/// The prefix of every key of the node at `node` (a node path).
-fn key_prefix(node: &str) -> String {
-    let p = node.trim_matches('/');
-    if p.is_empty() {
-        String::new()
-    } else {
-        format!("{p}/")
     }
 }
 
@@ -353,7 +343,7 @@ impl Store {
             this.reader_with(py, path, true, json.clone())?,
             this.cache.clone(),
             write_empty_chunks,
-            Some((slf.clone().unbind(), json)),
+            Some((slf.clone().into_any().unbind(), json)),
         ))
     }
 
@@ -426,7 +416,7 @@ impl Store {
             this.remember(array),
             this.cache.clone(),
             write_empty_chunks,
-            Some((slf.clone().unbind(), None)),
+            Some((slf.clone().into_any().unbind(), None)),
         ))
     }
 

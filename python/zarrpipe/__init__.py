@@ -1,4 +1,10 @@
-"""zarrpipe: fast, correct Zarr reads into Python tensors, on a Rust codec pipeline."""
+"""zarrpipe: fast, correct Zarr v2/v3 reads and writes from Python, on a Rust codec pipeline.
+
+Stores, arrays, tensors, errors and the thread pool are importable from here, and so are
+`CodecPipeline` and `FallbackWarning` (loaded with zarr-python on first use). The training
+loaders are not: they live in `zarrpipe.loader`, `zarrpipe.torch` and `zarrpipe.jax`; the
+engine adapter in `zarrpipe.engine`.
+"""
 
 from zarrpipe._zarrpipe import (
     Array,

@@ -285,10 +285,19 @@ class Array:
     arrays of the dtype zarr-python returns (`StringDType()` for text, object holding
     `bytes` for byte strings), decoded in parallel in Rust.
 
-    A selection is NumPy basic indexing with step 1: integers (each drops its axis), slices
-    (clamped like NumPy's), `...`, or a tuple of them; `None` in `read`/`write` selects
-    everything. A slice step other than 1 is an `IndexError`; `None` inside a selection,
-    lists, index arrays and masks are a `TypeError`.
+    A selection (`arr[...]`, `read`, `write`, `read_into`, `Store.read`) is anything NumPy
+    indexes with, with NumPy's result: integers (each drops its axis), slices of any step,
+    negative too (clamped like NumPy's), `...`, `None` (a new axis), integer arrays (any
+    order, repeats) and boolean masks (advanced indexing, broadcast and placed as NumPy
+    places it), or a tuple of them; `None` as the whole selection of `read`/`write`
+    selects everything. `oindex`, `vindex` and `blocks` give zarr-python's orthogonal,
+    coordinate and block selections. Each selection reads only the chunks it touches, and
+    each kind also writes. Invalid selections raise NumPy's exceptions: `IndexError` for
+    an index out of range, too many indices, a second `...`, an item that is no index (a
+    float, a string) or index arrays that do not broadcast; `ValueError` for a slice step
+    of 0; `TypeError` for slice bounds that are not integers. Writes to a
+    variable-length array take integers and step-1 slices only (`UnsupportedError` for
+    the other kinds).
     """
 
     @property
@@ -359,7 +368,8 @@ class Array:
             strings and bytes).
 
         Raises:
-            IndexError: An index out of range, coordinate arrays that do not broadcast.
+            IndexError: An index out of range, coordinate arrays that do not broadcast, an
+                item that is no index (see the class for every invalid selection).
             DecodeError: A chunk does not decode (ChecksumError for a crc32c mismatch).
             MemoryError: The output cannot be allocated.
             OSError: An object store fails (TimeoutError when it does not answer).
@@ -396,8 +406,10 @@ class Array:
             when a chunk cache supplied the chunks.
 
         Raises:
-            IndexError: An integer out of range, a slice step other than 1, too many indices.
-            TypeError: A selection of a kind zarrpipe does not read.
+            IndexError: An index out of range, too many indices, an item that is no index,
+                index arrays that do not broadcast (see the class).
+            ValueError: A slice step of 0.
+            TypeError: Slice bounds that are not integers.
             DecodeError: A chunk does not decode (ChecksumError for a crc32c mismatch).
             MemoryError: The output cannot be allocated.
             OSError: An object store fails (TimeoutError when it does not answer).
@@ -451,9 +463,13 @@ class Array:
         """Writes values into a selection.
 
         Chunks the write covers are encoded from the new values alone; others are read,
-        updated and re-encoded, in parallel, each stored as soon as it is encoded. Local
-        chunk files are replaced atomically, object-store values with one PUT each; chunks
-        left all fill value are deleted unless `write_empty_chunks`. The store's chunk cache
+        updated and re-encoded as one step no other writer of that chunk (or shard)
+        interleaves with (see `Store`), in parallel, each stored as soon as it is encoded.
+        Local chunk files are replaced atomically (by rename), object-store values with one
+        PUT each (conditional for a value updated in part: on a conflict the update starts
+        over from the value that won); chunks left all fill value are deleted unless
+        `write_empty_chunks` (on object stores a chunk updated in part is stored instead,
+        as no conditional delete exists). The store's chunk cache
         forgets the chunks written. A position selected twice (an index array with
         repeats) keeps the last value, as in NumPy.
 
@@ -465,9 +481,13 @@ class Array:
 
         Raises:
             PermissionError: The store is read-only.
-            ValueError: `value` does not broadcast to the selection, or does not convert.
-            IndexError: An index out of range, or index arrays that do not broadcast.
-            TypeError: A selection that is no kind of index.
+            ValueError: `value` does not broadcast to the selection, or does not convert;
+                a slice step of 0.
+            IndexError: An index out of range, an item that is no index, or index arrays
+                that do not broadcast (see the class for every invalid selection).
+            TypeError: Slice bounds that are not integers.
+            UnsupportedError: A selection other than integers and step-1 slices on a
+                variable-length array.
             DecodeError: A chunk the write must update does not decode.
             OSError: The store fails.
         """
@@ -559,8 +579,8 @@ class Store:
         chunk or shard reads, updates and stores it as one step no other writer of it
         interleaves with, whether the other writer is a thread, a process, zarr-python on
         `zarrpipe.CodecPipeline` or TensorStore (local directories: a `<key>.__lock` file
-        beside the key; object stores: conditional writes). See the guide's "Concurrent
-        writes" page for what holds on network file systems and other stores.
+        beside the key; object stores: conditional writes). See the guide's writing page,
+        "Concurrent writers", for what holds on network file systems and other stores.
 
         Args:
             path: A local directory (a path or a `file://` URL; created with its parents if

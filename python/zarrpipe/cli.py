@@ -104,7 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     i = sub.add_parser("info", help="list a store's arrays and groups, or show an array")
-    i.add_argument("store", help="a local Zarr store directory")
+    i.add_argument(
+        "store",
+        help="a Zarr store, as zarrpipe.Store opens it: a local directory, or a file://, "
+        "s3://, gs://, az:// or https:// URL (credentials come from the environment; no "
+        "store options can be given here, so an http:// URL, which needs allow_http, fails)",
+    )
     i.add_argument("path", nargs="?", help="an array in the store: print its metadata")
     return p
 
@@ -255,9 +260,10 @@ def info(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `zarrpipe` command (also `python -m zarrpipe`).
 
-    `zarrpipe info STORE [ARRAY]` lists a local store's arrays and groups, or prints one
-    array's metadata; `zarrpipe bench [options]` runs the throughput benchmark (see
-    `zarrpipe bench -h`).
+    `zarrpipe info STORE [ARRAY]` lists a store's arrays and groups, or prints one array's
+    metadata (STORE is what `zarrpipe.Store` opens without options: a local directory or a
+    `file://`, `s3://`, `gs://`, `az://` or `https://` URL); `zarrpipe bench [options]` runs
+    the throughput benchmark (see `zarrpipe bench -h`).
 
     Args:
         argv: The arguments after the program name; None reads `sys.argv`.

@@ -14,7 +14,7 @@ use crate::array::Array;
 use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
 use crate::store::listing::{node_kind, NodeKind};
-use crate::store::{node_path, Store};
+use crate::store::{key_prefix, node_path, Store};
 
 /// What to create (zarr-python's `create_array` arguments, normalised to JSON).
 #[derive(Clone, Debug)]
@@ -227,15 +227,6 @@ fn put(store: &Store, ops: &[(String, String)]) -> Result<()> {
         .map(|(k, v)| (k.as_str(), Some(v.as_bytes())))
         .collect();
     store.put_many(&refs)
-}
-
-fn key_prefix(node: &str) -> String {
-    let p = node.trim_matches('/');
-    if p.is_empty() {
-        String::new()
-    } else {
-        format!("{p}/")
-    }
 }
 
 /// Refuses an existing node at `node`, or deletes it when `overwrite`.

@@ -3,7 +3,8 @@
 //! (zarrpipe's own decoder where it knows the codecs, zarrs' for the rest), the order
 //! shards lay out their inner chunks when written, and the reason, if any, this array must
 //! be handed to zarr-python instead. `Store`/`Array`, the zarr-python pipeline and the
-//! engine adapter all read and write through it.
+//! engine adapter all read and write through it. Uses `codec`, `store`, `layout`,
+//! `select`, `dtype` and `memory`; never `read` or `write`, which build on it.
 
 pub mod create;
 pub mod variable;

@@ -16,6 +16,7 @@ use zarrs::array::{ArrayBytes, ArrayMetadata, DataType};
 
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::layout::index::for_each_index;
 use crate::select::selection::Region;
 use crate::store::Made;
 
@@ -44,29 +45,6 @@ impl Variable {
             ArrayMetadata::V3(_) => false,
         };
         Some(if vlen_bytes { Self::Bytes } else { Self::Utf8 })
-    }
-}
-
-/// Calls `f` with every position of the box `ranges`, in C order (nothing for an empty box).
-fn for_each_position(ranges: &[Range<u64>], mut f: impl FnMut(&[u64])) {
-    if ranges.iter().any(|r| r.start >= r.end) {
-        return;
-    }
-    let mut coord: Vec<u64> = ranges.iter().map(|r| r.start).collect();
-    loop {
-        f(&coord);
-        let mut axis = coord.len();
-        loop {
-            if axis == 0 {
-                return;
-            }
-            axis -= 1;
-            coord[axis] += 1;
-            if coord[axis] < ranges[axis].end {
-                break;
-            }
-            coord[axis] = ranges[axis].start;
-        }
     }
 }
 
@@ -199,7 +177,7 @@ impl Array {
         };
         let mut slot = vec![usize::MAX; n];
         for (k, (part, _)) in pieces.iter().enumerate() {
-            for_each_position(part, |coord| {
+            for_each_index(part, |coord| {
                 let mut at = 0u64;
                 for ((c, r), e) in coord.iter().zip(&region.ranges).zip(&extent) {
                     at = at * e + (c - r.start);
@@ -230,7 +208,7 @@ impl Array {
             .map(|(r, c)| r.start / c..r.end.div_ceil(*c))
             .collect();
         let mut out = Vec::new();
-        for_each_position(&boxes, |i| out.push(i.to_vec()));
+        for_each_index(&boxes, |i| out.push(i.to_vec()));
         out
     }
 

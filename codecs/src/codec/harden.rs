@@ -2,28 +2,27 @@
 //! in zarrs' codec registry so that the arrays zarrs decodes for us (codec chains zarrpipe
 //! does not decode itself, see `array::Decoder::Zarrs`) get the same guarantees as ours.
 //!
-//! zarrs trusts hostile input there (ZARRS-NOTES §6): zstd allocates what the frame header
-//! claims (a 1 TiB claim aborts the process), gzip inflates without bound, blosc trusts its
-//! header, and crc32c is not checked on partial reads. Each wrapper keeps zarrs' codec for
-//! encoding and metadata and swaps in zarrpipe's decoder, bounded by the size zarrs expects.
+//! zarrs trusts hostile input there (docs/architecture.md, "Hostile input"): zstd allocates what
+//! the frame header claims (a 1 TiB claim aborts the process), gzip inflates without bound, blosc
+//! trusts its header, and crc32c is not checked on partial reads. Each wrapper keeps zarrs' codec
+//! for encoding and metadata and swaps in zarrpipe's decoder, bounded by the size zarrs expects.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Once};
 
 use zarrs::array::codec::api::{
     register_codec_v2, register_codec_v3, ArrayBytesRaw, BytesRepresentation,
-    BytesToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions, CodecOptions,
-    CodecRuntimePluginV2, CodecRuntimePluginV3, CodecTraits, CodecTraitsV2, CodecTraitsV3,
-    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    BytesToBytesCodecTraits, Codec, CodecError, CodecOptions, CodecRuntimePluginV2,
+    CodecRuntimePluginV3, CodecTraitsV2, CodecTraitsV3, RecommendedConcurrency,
 };
 use zarrs::array::codec::{BloscCodec, Crc32cCodec, GzipCodec, ZlibCodec, ZstdCodec};
 use zarrs::metadata::v2::MetadataV2;
 use zarrs::metadata::v3::MetadataV3;
-use zarrs::metadata::Configuration;
-use zarrs::plugin::{ExtensionAliasesV2, ExtensionAliasesV3, ExtensionName, ZarrVersion};
+use zarrs::plugin::{ExtensionAliasesV2, ExtensionAliasesV3};
 
 use crate::codec::chain::BytesCodec;
 use crate::codec::decode::bytes_codecs::{decode_full_stages, DecodeError};
+use crate::codec::wrapper::whole_input_wrapper;
 
 /// Decoded sizes zarrs cannot state (a compressor after another compressor) are capped here.
 const UNBOUNDED_CAP: u64 = 4 << 30;
@@ -48,9 +47,9 @@ pub fn install() {
 }
 
 fn register<C: CodecTraitsV3 + ExtensionAliasesV3 + 'static>(kind: BytesCodec) {
-    // Runtime plugins are consulted before compile-time ones (ZARRS-NOTES §6), so this wins,
-    // also inside sharding codecs. It builds zarrs' own codec directly, not via the registry.
-    // zarr-python's `numcodecs.*` spellings of these codecs, completed with numcodecs'
+    // Runtime plugins are consulted before compile-time ones (zarrs_codec registers them so), so
+    // this wins, also inside sharding codecs. It builds zarrs' own codec directly, not via the
+    // registry. zarr-python's `numcodecs.*` spellings of these codecs, completed with numcodecs'
     // defaults (plugins/defaults.rs), are built by the same wrapper.
     let _handle = register_codec_v3(CodecRuntimePluginV3::new(
         |name| {
@@ -88,38 +87,7 @@ struct Bounded {
     kind: BytesCodec,
 }
 
-impl ExtensionName for Bounded {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for Bounded {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        // Whole-input decoding only: so crc32c is always verified (zarrs' partial crc32c
-        // decoder never checks it).
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+whole_input_wrapper!(Bounded, inner);
 
 impl BytesToBytesCodecTraits for Bounded {
     fn into_dyn(self: Arc<Self>) -> Arc<dyn BytesToBytesCodecTraits> {

@@ -8,3 +8,4 @@ pub mod decode;
 pub mod encode;
 pub mod harden;
 pub mod plugins;
+mod wrapper;

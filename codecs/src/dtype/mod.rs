@@ -6,6 +6,8 @@
 //! Decoded data is always native-endian (zarrs' `bytes` codec swaps), so an element type
 //! here is only a kind and a width; byte order is not part of it. A `Raw` element says
 //! which unit the `bytes` codec reverses (4 for UTF-32 code points, 1 for bytes and records).
+//!
+//! Uses only the engine's errors.
 
 pub mod numpy_type;
 

@@ -24,6 +24,7 @@ const STREAM_AT_LEAST: usize = 64 << 20;
 // SAFETY: an `OutPtr` is only a capability to write; `OutPtr::new`'s contract makes every
 // writer target disjoint bytes, so sharing it across threads creates no data race.
 unsafe impl Send for OutPtr {}
+// SAFETY: as for `Send`: shared use only writes disjoint bytes.
 unsafe impl Sync for OutPtr {}
 
 impl OutPtr {

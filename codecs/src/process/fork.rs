@@ -27,6 +27,7 @@ pub struct ProcessLock<T> {
 
 // SAFETY: `value` is only reached through `with`, which holds the lock.
 unsafe impl<T: Send> Sync for ProcessLock<T> {}
+// SAFETY: moving the lock moves a `T: Send` and an atomic.
 unsafe impl<T: Send> Send for ProcessLock<T> {}
 
 impl<T> ProcessLock<T> {

@@ -1,7 +1,8 @@
 //! An opt-in cache of decoded chunks, least-recently-used and bounded in bytes.
 //!
 //! Entries are `Bytes` that readers share: a chunk served from here is not unique, so
-//! `into_dlpack()` refuses it (see DESIGN.md). Multi-chunk reads copy out of it.
+//! `into_dlpack()` refuses it (docs/architecture.md, "The Tensor ownership contract"). Multi-chunk
+//! reads copy out of it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

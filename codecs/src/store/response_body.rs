@@ -11,7 +11,7 @@
 //! Bounded: only buffers of at least [`MIN_BYTES`] are kept, [`keep_bytes`] in all (the
 //! oldest go first). A forked child never touches its parent's buffers.
 //!
-//! [`Arriving`] is a body whose first bytes can be handed out (as `Bytes`) while the rest
+//! [`ArrivingBody`] is a body whose first bytes can be handed out (as `Bytes`) while the rest
 //! still arrives: a shard read whole decodes its first inner chunks during the transfer.
 
 use std::ptr::NonNull;
@@ -110,27 +110,28 @@ pub async fn gather<E>(
 ///
 /// This is the one writer of the buffer: it only writes past [`Self::filled`], and the
 /// `Bytes` it hands out only see bytes before it, which are never written again.
-pub struct Arriving {
+pub struct ArrivingBody {
     buf: Arc<Filling>,
     filled: usize,
     len: usize,
 }
 
-/// The buffer behind an [`Arriving`] body and the `Bytes` it handed out; back to the kept
+/// The buffer behind an [`ArrivingBody`] body and the `Bytes` it handed out; back to the kept
 /// buffers when the last of them goes.
 struct Filling {
     ptr: NonNull<u8>,
     capacity: usize,
 }
 
-// SAFETY: `Filling` owns its allocation (a `Vec<u8>`'s); the one writer (`Arriving`) and the
+// SAFETY: `Filling` owns its allocation (a `Vec<u8>`'s); the one writer (`ArrivingBody`) and the
 // readers (`Filled`) touch disjoint bytes, as the comments at each access say.
 unsafe impl Send for Filling {}
+// SAFETY: as for `Send`: the writer and the readers touch disjoint bytes.
 unsafe impl Sync for Filling {}
 
 impl Drop for Filling {
     fn drop(&mut self) {
-        // SAFETY: `ptr` and `capacity` come from a `Vec<u8>` taken apart in `Arriving::new`;
+        // SAFETY: `ptr` and `capacity` come from a `Vec<u8>` taken apart in `ArrivingBody::new`;
         // nothing refers to the buffer any more (this was the last `Arc`).
         let buf = unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), 0, self.capacity) };
         give(buf);
@@ -145,17 +146,17 @@ struct Filled {
 
 impl AsRef<[u8]> for Filled {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes were written before this was made (`Arriving::head`)
+        // SAFETY: the first `len` bytes were written before this was made (`ArrivingBody::head`)
         // and are never written again: the writer only writes past them.
         unsafe { std::slice::from_raw_parts(self.buf.ptr.as_ptr(), self.len) }
     }
 }
 
-/// A frame would run past the announced length of an [`Arriving`] body.
+/// A frame would run past the announced length of an [`ArrivingBody`] body.
 #[derive(Debug, PartialEq, Eq)]
 pub struct TooLong;
 
-impl Arriving {
+impl ArrivingBody {
     /// An empty body of `len` bytes. The caller bounds `len`: a length header alone must not
     /// make the process allocate any amount.
     #[must_use]
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn an_arriving_body_hands_out_what_has_arrived_while_the_rest_comes() {
-        let mut body = Arriving::new(10);
+        let mut body = ArrivingBody::new(10);
         assert!(body.head().is_empty() && !body.is_complete());
         body.push(b"abcd").unwrap();
         let first = body.head();
@@ -294,17 +295,17 @@ mod tests {
             return; // keeping turned off in this environment
         }
         let len = MIN_BYTES + 5;
-        let mut body = Arriving::new(len);
+        let mut body = ArrivingBody::new(len);
         body.push(&vec![3u8; len]).unwrap();
         let part = body.head().slice(MIN_BYTES..);
         let at = body.head().as_ptr();
         drop(body);
         // Still referred to: the next body gets another buffer.
-        let other = Arriving::new(len);
+        let other = ArrivingBody::new(len);
         assert_ne!(other.head().as_ptr(), at);
         assert_eq!(&part[..], &[3u8; 5]);
         drop(part);
-        let again = Arriving::new(len);
+        let again = ArrivingBody::new(len);
         assert_eq!(again.head().as_ptr(), at, "the freed buffer is reused");
         drop(other);
     }

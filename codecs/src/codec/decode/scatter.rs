@@ -344,6 +344,7 @@ mod tests {
             let mut buf = vec![0xEEu8; out_len];
             let out = OutPtr {
                 streaming,
+                // SAFETY: `buf` outlives `out` and only this thread writes it.
                 ..unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) }
             };
             let mut s = Scatter::new(&out, p, elem, order, transpose);
@@ -470,6 +471,7 @@ mod tests {
         let strides = c_strides(&[4, 4], 2);
         let p = Placement::new(&[2, 0], &[2, 2], &region, &strides, 0).unwrap();
         let mut buf = vec![0u8; 32];
+        // SAFETY: `buf` outlives `out` and only this thread writes it.
         let out = unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) };
         p.fill(&out, &[7, 0]).unwrap();
         let got: Vec<u16> = buf

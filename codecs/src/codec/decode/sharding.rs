@@ -2,8 +2,9 @@
 //! selection touches, each straight into the output.
 //!
 //! Spec: <https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/>. Every
-//! index entry is checked before use (zarrs adds `offset + size` unchecked, ZARRS-NOTES §6):
-//! an entry pointing outside the shard is a corrupt-chunk error, never a panic.
+//! index entry is checked before use (zarrs adds `offset + size` unchecked, see
+//! docs/architecture.md): an entry pointing outside the shard is a corrupt-chunk error, never a
+//! panic.
 
 use rayon::prelude::*;
 

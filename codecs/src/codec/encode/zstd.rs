@@ -54,6 +54,7 @@ thread_local! {
 fn check(code: usize) -> Result<usize, String> {
     // SAFETY: ZSTD_isError and ZSTD_getErrorName take any value and return a static string.
     if unsafe { sys::ZSTD_isError(code) } != 0 {
+        // SAFETY: as above: a static, nul-terminated string for any code.
         let name = unsafe { std::ffi::CStr::from_ptr(sys::ZSTD_getErrorName(code)) };
         return Err(format!("zstd: {}", name.to_string_lossy()));
     }

@@ -1,20 +1,18 @@
 //! zarrs' array-to-bytes codecs (pcodec, zfp, zfpy) with zarrpipe's decoders: zarrs keeps
 //! encoding and metadata, the decoder given here is held to the chunk's shape and type.
 
-use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use zarrs::array::codec::api::{
     ArrayBytesRaw, ArrayCodecTraits, ArrayToBytesCodecTraits, BytesRepresentation, Codec,
-    CodecError, CodecMetadataOptions, CodecOptions, CodecTraits, PartialDecoderCapability,
-    PartialEncoderCapability, RecommendedConcurrency,
+    CodecError, CodecOptions, RecommendedConcurrency,
 };
 use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs::metadata::Configuration;
 use zarrs::plugin::{ExtensionName, ZarrVersion};
 
 use super::element_type;
+use crate::codec::wrapper::whole_input_wrapper;
 use crate::ElementType;
 
 /// Decodes one chunk of the given element type and shape.
@@ -41,36 +39,7 @@ impl BoundedArrayToBytes {
     }
 }
 
-impl ExtensionName for BoundedArrayToBytes {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for BoundedArrayToBytes {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+whole_input_wrapper!(BoundedArrayToBytes, inner);
 
 impl ArrayCodecTraits for BoundedArrayToBytes {
     fn recommended_concurrency(

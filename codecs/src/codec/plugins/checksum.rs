@@ -3,23 +3,23 @@
 //! Specs: <https://numcodecs.readthedocs.io/en/stable/checksum32.html> (v3 names
 //! `numcodecs.adler32`, `numcodecs.fletcher32`). zarrs checks them when it decodes a whole
 //! chunk, but its partial decoders (used for any read of part of a chunk) strip the checksum
-//! unchecked, with an unchecked length subtraction (ZARRS-NOTES §6, as for crc32c). These
-//! wrappers keep zarrs' codecs and declare no partial decoding, so every read decodes, and
-//! checks, the whole chunk, and its size.
+//! unchecked, with an unchecked length subtraction (docs/architecture.md, "Hostile input"; as for
+//! crc32c). These wrappers keep zarrs' codecs and declare no partial decoding, so every read
+//! decodes, and checks, the whole chunk, and its size.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use zarrs::array::codec::api::{
-    ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, Codec, CodecError,
-    CodecMetadataOptions, CodecOptions, CodecTraits, CodecTraitsV3, PartialDecoderCapability,
-    PartialEncoderCapability, RecommendedConcurrency,
+    ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, Codec, CodecError, CodecOptions,
+    CodecTraitsV3, RecommendedConcurrency,
 };
 use zarrs::array::codec::{Adler32Codec, Fletcher32Codec};
 use zarrs::metadata::v3::MetadataV3;
 use zarrs::metadata::Configuration;
 use zarrs::plugin::{ExtensionName, PluginCreateError, ZarrVersion};
+
+use crate::codec::wrapper::whole_input_wrapper;
 
 /// zarrs' codec, decoded whole.
 #[derive(Debug)]
@@ -48,36 +48,7 @@ pub fn create_fletcher32(config: &Map<String, Value>) -> Result<Codec, PluginCre
     Fletcher32Codec::create(&m).map(wrap)
 }
 
-impl ExtensionName for Whole {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.0.name(version)
-    }
-}
-
-impl CodecTraits for Whole {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.0.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.0.partial_encoder_capability()
-    }
-}
+whole_input_wrapper!(Whole, 0);
 
 impl BytesToBytesCodecTraits for Whole {
     fn into_dyn(self: Arc<Self>) -> Arc<dyn BytesToBytesCodecTraits> {

@@ -7,20 +7,19 @@
 //! byte length and the bytes. Spec:
 //! <https://github.com/zarr-developers/zarr-extensions/tree/main/codecs/vlen-utf8>.
 
-use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use zarrs::array::codec::api::{
     ArrayBytesOffsets, ArrayBytesRaw, ArrayCodecTraits, ArrayToBytesCodecTraits,
-    BytesRepresentation, Codec, CodecError, CodecMetadataOptions, CodecOptions, CodecTraits,
-    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    BytesRepresentation, Codec, CodecError, CodecOptions, RecommendedConcurrency,
 };
 use zarrs::array::codec::{VlenBytesCodec, VlenUtf8Codec};
 use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs::metadata::Configuration;
-use zarrs::plugin::{ExtensionName, PluginCreateError, ZarrVersion};
+use zarrs::plugin::PluginCreateError;
+
+use crate::codec::wrapper::whole_input_wrapper;
 
 /// A vlen codec: zarrs' for everything but decoding.
 #[derive(Debug)]
@@ -114,36 +113,7 @@ pub fn decode(src: &[u8], n: usize, utf8: bool) -> Result<(Vec<u8>, Vec<usize>),
     Ok((bytes, offsets))
 }
 
-impl ExtensionName for BoundedVlen {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for BoundedVlen {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+whole_input_wrapper!(BoundedVlen, inner);
 
 impl ArrayCodecTraits for BoundedVlen {
     fn recommended_concurrency(

@@ -1,0 +1,400 @@
+//! `zarrpipe.Array`: an open array's metadata, its reads (into fresh Tensors or the
+//! caller's buffer) and its writes.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use zarrpipe_codecs::array::Array as EngineArray;
+use zarrpipe_codecs::read::cache::ChunkCache;
+
+use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
+use crate::errors::to_pyerr;
+use crate::selection::{self, pick_request};
+use crate::tensor::Tensor;
+use crate::variable;
+use zarrpipe_codecs::array::variable::Variable;
+
+mod read;
+mod write;
+
+#[pyclass(frozen, module = "zarrpipe", name = "Array")]
+pub struct Array {
+    array: Arc<EngineArray>,
+    cache: Option<Arc<ChunkCache>>,
+    /// Store chunks that end up all fill value (else they are deleted), as zarr-python's
+    /// `write_empty_chunks`.
+    write_empty_chunks: bool,
+    /// What re-opens the array after pickling: its store (opaque here, only handed back to
+    /// the unpickler), and the metadata it was opened with when the caller gave it (else it
+    /// is read from the store again).
+    origin: Option<(Py<PyAny>, Option<String>)>,
+}
+
+/// The NumPy dtype of an engine array's elements: its real type for the types the engine
+/// carries opaquely (datetimes, strings, records...), else its element type's.
+pub fn array_dtype<'py>(
+    py: Python<'py>,
+    array: &EngineArray,
+) -> PyResult<Bound<'py, numpy::PyArrayDescr>> {
+    match &array.info.numpy_type {
+        Some(t) => numpy_dtype_from_json(py, &t.numpy),
+        None => numpy_dtype(py, array.info.dtype),
+    }
+}
+
+/// A tensor of an engine array's elements (see [`array_dtype`]).
+pub fn array_tensor(
+    py: Python<'_>,
+    array: &EngineArray,
+    bytes: Bytes,
+    shape: &[u64],
+) -> PyResult<Tensor> {
+    let descr = match &array.info.numpy_type {
+        Some(t) => Some(numpy_dtype_from_json(py, &t.numpy)?.unbind()),
+        None => None,
+    };
+    Ok(Tensor::with_descr(
+        bytes,
+        shape.iter().map(|&d| d as usize).collect(),
+        array.info.dtype,
+        descr,
+    )
+    .recycled())
+}
+
+impl Array {
+    pub fn new(
+        array: Arc<EngineArray>,
+        cache: Option<Arc<ChunkCache>>,
+        write_empty_chunks: bool,
+        origin: Option<(Py<PyAny>, Option<String>)>,
+    ) -> Self {
+        Self {
+            array,
+            cache,
+            write_empty_chunks,
+            origin,
+        }
+    }
+
+    /// The engine's array.
+    pub(crate) fn engine(&self) -> &Arc<EngineArray> {
+        &self.array
+    }
+
+    /// The chunk cache the array reads through (its store's), if any.
+    pub(crate) fn cache(&self) -> Option<&Arc<ChunkCache>> {
+        self.cache.as_ref()
+    }
+}
+
+#[pymethods]
+impl Array {
+    /// The array's path in its store (`""` for an array at the root).
+    #[getter]
+    fn path(&self) -> &str {
+        self.array.info.path.trim_start_matches('/')
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.array.info.shape)
+    }
+
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.array.info.variable {
+            Some(kind) => variable::dtype(py, kind),
+            None => Ok(array_dtype(py, &self.array)?.into_any()),
+        }
+    }
+
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.array.info.shape.len()
+    }
+
+    #[getter]
+    fn size(&self) -> u64 {
+        self.array.info.shape.iter().product()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.size() * self.array.info.dtype.size() as u64
+    }
+
+    /// The read granularity: inner chunks of a sharded array, like zarr-python's `chunks`.
+    #[getter]
+    fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.array.info.chunks)
+    }
+
+    /// The shard shape of a sharded array, else None.
+    #[getter]
+    fn shards<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.array
+            .info
+            .shards
+            .as_ref()
+            .map(|s| PyTuple::new(py, s))
+            .transpose()
+    }
+
+    /// Number of chunks along each axis.
+    #[getter]
+    fn chunk_grid_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.array.chunk_grid_shape())
+    }
+
+    #[getter]
+    fn fill_value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let np = py.import("numpy")?;
+        if let Some(kind) = self.array.info.variable {
+            return Ok(match kind {
+                Variable::Utf8 => pyo3::types::PyString::new(
+                    py,
+                    &String::from_utf8_lossy(&self.array.info.fill_value),
+                )
+                .into_any(),
+                Variable::Bytes => PyBytes::new(py, &self.array.info.fill_value).into_any(),
+            });
+        }
+        let raw = PyBytes::new(py, &self.array.info.fill_value);
+        let dtype = array_dtype(py, &self.array)?;
+        np.call_method1("frombuffer", (raw, dtype))?.get_item(0)
+    }
+
+    #[getter]
+    fn zarr_format(&self) -> u8 {
+        self.array.info.zarr_format
+    }
+
+    #[getter]
+    fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?
+            .call_method1("loads", (&self.array.info.attributes,))
+    }
+
+    #[getter]
+    fn dimension_names<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.array
+            .info
+            .dimension_names
+            .as_ref()
+            .map(|names| PyTuple::new(py, names))
+            .transpose()
+    }
+
+    /// Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if
+    /// zarrpipe's).
+    #[getter]
+    fn fallback_reason(&self) -> Option<&str> {
+        self.array.fallback_reason()
+    }
+
+    /// Whether writes store chunks that are all fill value (else they are deleted).
+    #[getter]
+    fn write_empty_chunks(&self) -> bool {
+        self.write_empty_chunks
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.array
+            .info
+            .shape
+            .first()
+            .map(|&d| d as usize)
+            .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d array"))
+    }
+
+    /// Pickles as "open the array at this path of this store" (the store pickles as its
+    /// location and options), so arrays travel to DataLoader workers, forked or spawned.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let Some((store, metadata)) = &self.origin else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "cannot pickle an Array that was not opened with Store.open_array or \
+                 Store.create_array",
+            ));
+        };
+        let reopen = py.import("zarrpipe._pickle")?.getattr("open_array")?;
+        let args = (
+            store.clone_ref(py),
+            self.path(),
+            metadata.clone(),
+            self.write_empty_chunks,
+        );
+        PyTuple::new(py, [reopen, args.into_pyobject(py)?.into_any()])
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let i = &self.array.info;
+        let dtype = self
+            .dtype(py)
+            .map_or_else(|_| i.dtype.to_string(), |d| d.to_string());
+        format!(
+            "<zarrpipe.Array {:?} shape={:?} dtype={} chunks={:?}{} zarr_format={}>",
+            self.path(),
+            i.shape,
+            dtype,
+            i.chunks,
+            i.shards
+                .as_ref()
+                .map(|s| format!(" shards={s:?}"))
+                .unwrap_or_default(),
+            i.zarr_format
+        )
+    }
+
+    fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.read_selection(py, Some(selection))
+    }
+
+    /// Orthogonal selections: `arr.oindex[idx, :, ::2]`.
+    #[getter]
+    fn oindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("OIndex")?
+            .call1((slf,))
+    }
+
+    /// Coordinate and mask selections: `arr.vindex[rows, cols]`, `arr.vindex[mask]`.
+    #[getter]
+    fn vindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("VIndex")?
+            .call1((slf,))
+    }
+
+    /// Block selections over the stored chunk grid (shards): `arr.blocks[0, 1:3]`.
+    #[getter]
+    fn blocks<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("zarrpipe._selection")?
+            .getattr("BlockIndex")?
+            .call1((slf,))
+    }
+
+    /// Reads a pick of `zarrpipe._selection` into a fresh Tensor of `shape`.
+    fn _read_pick(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+    ) -> PyResult<Tensor> {
+        let request = pick_request(&self.array.info.shape, factors, shape)?;
+        self.read_request(py, request)
+    }
+
+    /// Reads a pick of `zarrpipe._selection` into `out` (see `read_into`).
+    fn _read_pick_into(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = pick_request(&self.array.info.shape, factors, shape)?;
+        self.read_request_into(py, request, out)
+    }
+
+    /// Writes `value` to a pick made by `zarrpipe._selection` (`oindex`/`vindex` writes).
+    fn _write_pick(
+        &self,
+        py: Python<'_>,
+        factors: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = pick_request(&self.array.info.shape, factors, shape)?;
+        self.write_request(py, request, value)
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        selection: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.write_selection(py, Some(selection), value)
+    }
+
+    /// Reads a selection (default: everything) into a fresh Tensor.
+    #[pyo3(signature = (selection = None))]
+    fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        self.read_selection(py, selection)
+    }
+
+    /// Decodes a selection straight into `out`: a writable NumPy array (any strides), or
+    /// anything with the buffer protocol or a CPU `__dlpack__` (a torch tensor), of the
+    /// selection's shape and the array's dtype.
+    #[pyo3(signature = (selection, out))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.read_selection_into(py, selection, out)
+    }
+
+    /// Writes `value` into a selection (None: everything), broadcasting like NumPy.
+    #[pyo3(signature = (selection, value))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.write_selection(py, selection, value)
+    }
+
+    /// `await arr.read_async(selection)`: `read` on a worker thread (the event loop runs on).
+    #[pyo3(signature = (selection = None))]
+    fn read_async<'py>(
+        slf: &Bound<'py, Self>,
+        selection: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        py.import("asyncio")?
+            .call_method1("to_thread", (slf.getattr("read")?, selection))
+    }
+
+    /// `await arr.write_async(selection, value)`: `write` on a worker thread.
+    #[pyo3(signature = (selection, value))]
+    fn write_async<'py>(
+        slf: &Bound<'py, Self>,
+        selection: Option<&Bound<'py, PyAny>>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        py.import("asyncio")?
+            .call_method1("to_thread", (slf.getattr("write")?, selection, value))
+    }
+
+    /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).
+    fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let list = PyList::new(py, [index])?;
+        let mut tensors = self.read_chunk_list(py, list.as_any())?;
+        Ok(tensors.remove(0))
+    }
+
+    /// Reads several chunks in parallel, one Tensor each.
+    fn read_chunks(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
+        self.read_chunk_list(py, indices)
+    }
+
+    /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
+    /// for a sharded array).
+    fn chunk_key(&self, index: &Bound<'_, PyAny>) -> PyResult<String> {
+        self.array
+            .stored_key_of_chunk(&selection::chunk_index(index)?)
+            .map_err(to_pyerr)
+    }
+}

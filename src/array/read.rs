@@ -1,0 +1,283 @@
+//! `Array`'s reads: a selection parsed under the GIL, read with the GIL released, into a
+//! fresh Tensor (or a NumPy array for strings and bytes) or into the caller's buffer.
+
+use numpy::PyUntypedArray;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use zarrpipe_codecs::memory::out::OutPtr;
+use zarrpipe_codecs::read::ChunkData;
+use zarrpipe_codecs::select::pick::Pick;
+use zarrpipe_codecs::select::selection::{AxisSelector, Region};
+
+use crate::errors::to_pyerr;
+use crate::numpy_layout::numpy_layout;
+use crate::runtime::{run, run_maybe_here};
+use crate::tensor::Tensor;
+use crate::variable;
+use zarrpipe_codecs::array::variable::Variable;
+
+use super::{array_dtype, array_tensor, Array};
+use crate::selection::{self, request, Request};
+
+impl Array {
+    /// Reads a Python selection: parse under the GIL, read detached. A Tensor, or for a
+    /// variable-length array (strings, bytes) a NumPy array.
+    pub fn read_selection(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        if let Some(kind) = self.array.info.variable {
+            return Ok(self.read_variable(py, selection, kind)?.unbind());
+        }
+        let request = request(&self.array.info.shape, selection)?;
+        Ok(Py::new(py, self.read_request(py, request)?)?.into_any())
+    }
+
+    /// A selection of a variable-length array as a NumPy array. Integers and step-1 slices
+    /// read just their region; any other selection reads the box that spans it and NumPy
+    /// takes the selection from there.
+    fn read_variable<'py>(
+        &self,
+        py: Python<'py>,
+        selection: Option<&Bound<'py, PyAny>>,
+        kind: Variable,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let shape = &self.array.info.shape;
+        let basic = match selection {
+            None => Some(Region::all(shape)),
+            Some(s) => selection::parse(s)
+                .ok()
+                .filter(|sel| {
+                    sel.iter().all(|x| match x {
+                        AxisSelector::Slice { step, .. } => step.unwrap_or(1) == 1,
+                        _ => true,
+                    })
+                })
+                .map(|sel| Region::resolve(shape, &sel))
+                .transpose()
+                .map_err(to_pyerr)?,
+        };
+        let (region, rest) = match (basic, selection) {
+            (Some(region), _) => (region, None),
+            (None, Some(s)) => {
+                // Steps, `None`, index arrays, masks: the box that spans the selection is
+                // read, NumPy takes the selection from it.
+                let helpers = py.import("zarrpipe._selection")?;
+                let pick = helpers
+                    .getattr("numpy_pick")?
+                    .call1((PyTuple::new(py, shape)?, s))?;
+                let corner = helpers.getattr("pick_box")?.call1((&pick, shape.len()))?;
+                let selectors = selection::parse(&corner)?;
+                let region = Region::resolve(shape, &selectors).map_err(to_pyerr)?;
+                (region, Some((helpers, pick, corner)))
+            }
+            (None, None) => unreachable!("no selection is the whole array"),
+        };
+        let array = self.array.clone();
+        let read = region.clone();
+        let data = run(py, move || array.read_variable(&read))?;
+        let out = variable::to_numpy(py, &data, kind, &region.out_shape)?;
+        match rest {
+            Some((helpers, pick, corner)) => {
+                helpers.getattr("take_pick")?.call1((out, pick, corner))
+            }
+            None => Ok(out),
+        }
+    }
+
+    /// Reads a request into a fresh, unique Tensor.
+    pub(super) fn read_request(&self, py: Python<'_>, request: Request) -> PyResult<Tensor> {
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        let (bytes, out_shape) = match request {
+            Request::Region(region) => {
+                let out_shape = region.out_shape.clone();
+                let here = array.reads_region_sequentially(&region);
+                let bytes = run_maybe_here(py, here, move || {
+                    array.read_region(&region, cache.as_deref())
+                })?;
+                (bytes, out_shape)
+            }
+            Request::Pick(pick, shape) => {
+                let bytes = run(py, move || array.read_pick(&pick, cache.as_deref()))?;
+                (bytes, shape)
+            }
+        };
+        array_tensor(py, &self.array, bytes, &out_shape)
+    }
+
+    /// Decodes a selection into the caller's NumPy array (any strides, writable).
+    pub fn read_selection_into(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = request(&self.array.info.shape, selection)?;
+        self.read_request_into(py, request, out)
+    }
+
+    /// Decodes a request into the caller's buffer: a region at any strides; a pick straight
+    /// into a C-contiguous buffer, else read fresh and copied in.
+    pub(super) fn read_request_into(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let region = match request {
+            Request::Region(region) => region,
+            Request::Pick(pick, shape) => return self.read_pick_into(py, pick, &shape, out),
+        };
+        let want = array_dtype(py, &self.array)?;
+        let target = writable_view(py, out, &want, &region.out_shape)?;
+        if !target.getattr("dtype")?.eq(&want)? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "out has dtype {}, the array's is {}",
+                target.getattr("dtype")?,
+                want
+            )));
+        }
+        let target = target.cast::<PyUntypedArray>()?.clone();
+        let (ptr, layout) = numpy_layout(&target, true)?;
+        // SAFETY: `target` (a view of the caller's buffer) stays alive while we run
+        // detached; the engine checks the layout and the plan before writing.
+        let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        let here = array.reads_region_sequentially(&region);
+        run_maybe_here(py, here, move || {
+            array.read_region_into(&region, &out_ptr, &layout, cache.as_deref())
+        })?;
+        drop(target);
+        Ok(())
+    }
+
+    fn read_pick_into(
+        &self,
+        py: Python<'_>,
+        pick: Pick,
+        shape: &[u64],
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let want = array_dtype(py, &self.array)?;
+        let target = writable_view(py, out, &want, shape)?;
+        let dims: Vec<u64> = target.getattr("shape")?.extract()?;
+        if dims != shape || !target.getattr("dtype")?.eq(&want)? {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "out has shape {dims:?} and dtype {}; the selection needs {shape:?} and {want}",
+                target.getattr("dtype")?
+            )));
+        }
+        let contiguous: bool = target
+            .getattr("flags")?
+            .getattr("c_contiguous")?
+            .extract()?;
+        if !contiguous {
+            let fresh = self.read_request(py, Request::Pick(pick, shape.to_vec()))?;
+            py.import("numpy")?
+                .call_method1("copyto", (&target, Py::new(py, fresh)?))?;
+            return Ok(());
+        }
+        let target = target.cast::<PyUntypedArray>()?.clone();
+        let (ptr, layout) = numpy_layout(&target, true)?;
+        // SAFETY: `target` (a view of the caller's C-contiguous buffer) stays alive while we
+        // run detached; the engine checks its size and the plan before writing.
+        let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        run(py, move || {
+            array.read_pick_into(&pick, &out_ptr, cache.as_deref())
+        })?;
+        drop(target);
+        Ok(())
+    }
+
+    pub fn read_chunk_list(
+        &self,
+        py: Python<'_>,
+        indices: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let indices: Vec<Vec<u64>> = indices
+            .try_iter()?
+            .map(|i| selection::chunk_index(&i?))
+            .collect::<PyResult<_>>()?;
+        let array = self.array.clone();
+        if let Some(kind) = self.array.info.variable {
+            let chunks = run(py, move || array.read_variable_chunks(&indices))?;
+            return chunks
+                .iter()
+                .map(|c| Ok(variable::to_numpy(py, c, kind, &c.shape)?.unbind()))
+                .collect();
+        }
+        let cache = self.cache.clone();
+        let here = array.reads_sequentially(&indices);
+        let chunks = run_maybe_here(py, here, move || {
+            array.read_chunks(&indices, cache.as_deref())
+        })?;
+        chunks
+            .into_iter()
+            .map(|ChunkData { bytes, shape, .. }| {
+                Ok(Py::new(py, array_tensor(py, &self.array, bytes, &shape)?)?.into_any())
+            })
+            .collect()
+    }
+}
+
+/// `out` as a NumPy array sharing its memory, refused unless it is writable and on the CPU:
+/// a NumPy array, a CPU `__dlpack__` tensor (torch), or a raw buffer (`bytearray`, an
+/// untyped memoryview), which is viewed as `dtype` elements of `shape` when its size fits.
+fn writable_view<'py>(
+    py: Python<'py>,
+    out: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, numpy::PyArrayDescr>,
+    shape: &[u64],
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = py.import("numpy")?;
+    let view = if out.is_instance(&np.getattr("ndarray")?)? {
+        out.clone()
+    } else if out.hasattr("__dlpack__")? && !out.is_instance_of::<pyo3::types::PyMemoryView>() {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("copy", false)?;
+        np.getattr("from_dlpack")?.call((out,), Some(&kwargs))?
+    } else if let Ok(mv) = pyo3::types::PyMemoryView::from(out) {
+        let raw = np.call_method1("asarray", (mv,))?;
+        let untyped = raw
+            .getattr("dtype")?
+            .getattr("itemsize")?
+            .extract::<usize>()?
+            == 1
+            && !raw.getattr("dtype")?.eq(dtype)?;
+        if untyped
+            && raw
+                .getattr("flags")?
+                .getattr("c_contiguous")?
+                .extract::<bool>()?
+        {
+            raw.call_method1("view", (dtype,))?
+                .call_method1("reshape", (PyTuple::new(py, shape)?,))?
+        } else {
+            raw
+        }
+    } else if out.hasattr("__dlpack__")? {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("copy", false)?;
+        np.getattr("from_dlpack")?.call((out,), Some(&kwargs))?
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "out must be a NumPy array, a writable buffer or a CPU __dlpack__ tensor, not {}",
+            out.get_type().name()?
+        )));
+    };
+    if !view
+        .getattr("flags")?
+        .getattr("writeable")?
+        .extract::<bool>()?
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "out is read-only; read_into needs a writable buffer",
+        ));
+    }
+    Ok(view)
+}

@@ -1,0 +1,127 @@
+//! `Array`'s writes: the value broadcast to the selection as NumPy does, then written with
+//! the GIL released through the engine's per-key protocol.
+
+use numpy::PyUntypedArray;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use zarrpipe_codecs::write::SrcPtr;
+
+use crate::errors::to_pyerr;
+use crate::numpy_layout::numpy_layout;
+use crate::runtime::run;
+use crate::variable;
+
+use super::{array_dtype, Array};
+use crate::selection::{request, Request};
+
+impl Array {
+    /// Writes `value` (broadcast like NumPy) into a selection of any kind.
+    pub fn write_selection(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = request(&self.array.info.shape, selection)?;
+        self.write_request(py, request, value)
+    }
+
+    /// `value` as a read-only NumPy array of the array's dtype broadcast to `shape`.
+    fn broadcast_value<'py>(
+        &self,
+        value: &Bound<'py, PyAny>,
+        shape: &[u64],
+    ) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let py = value.py();
+        let np = py.import("numpy")?;
+        let dtype = array_dtype(py, &self.array)?;
+        let value = np.call_method1("asarray", (value, &dtype))?;
+        let value = np.call_method1("broadcast_to", (value, PyTuple::new(py, shape)?))?;
+        Ok(value.cast::<PyUntypedArray>()?.clone())
+    }
+
+    pub(super) fn write_request(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let written = self.write_request_unwarned(py, request, value);
+        crate::errors::warn_unconditional(py, self.array.store())?;
+        written
+    }
+
+    fn write_request_unwarned(
+        &self,
+        py: Python<'_>,
+        request: Request,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let array = self.array.clone();
+        let cache = self.cache.clone();
+        let write_empty = self.write_empty_chunks;
+        // Every write path (`arr[...] =`, `oindex`/`vindex` writes) passes here, so a
+        // variable-length array never reaches the fixed-size paths below.
+        if let Some(kind) = self.array.info.variable {
+            let Request::Region(region) = request else {
+                return Err(to_pyerr(zarrpipe_codecs::Error::Unsupported(
+                    "writes to variable-length arrays take integers and step-1 slices".into(),
+                )));
+            };
+            let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
+            return run(py, move || {
+                array.write_variable(&region, &data, write_empty)
+            });
+        }
+        let region = match request {
+            Request::Region(region) => region,
+            Request::Pick(pick, shape) => {
+                // The values in C order of the selection's result (a copy only when the
+                // value is broadcast or not C-contiguous).
+                let value = self.broadcast_value(value, &shape)?;
+                let value = py
+                    .import("numpy")?
+                    .call_method1("ascontiguousarray", (value,))?
+                    .cast::<PyUntypedArray>()?
+                    .clone();
+                let (ptr, layout) = numpy_layout(&value, false)?;
+                // SAFETY: `value` is a C-contiguous array we hold until the write returns;
+                // nothing else can see it (a fresh copy or the caller's read-only view).
+                let src =
+                    unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
+                run(py, move || {
+                    array.write_pick(&pick, &src, write_empty, cache.as_deref())
+                })?;
+                drop(value);
+                return Ok(());
+            }
+        };
+        let value = self.broadcast_value(value, &region.out_shape)?;
+        let (ptr, layout) = numpy_layout(&value, false)?;
+        // Strides per array axis: an integer-selected axis has one element (stride 0).
+        let mut kept = layout.strides.iter();
+        let strides: Vec<isize> = region
+            .dropped
+            .iter()
+            .map(|&d| {
+                if d {
+                    0
+                } else {
+                    kept.next().copied().unwrap_or(0)
+                }
+            })
+            .collect();
+        // SAFETY: `value` is alive and unchanged while we run detached (we hold the only
+        // reference to this broadcast view, and NumPy made it read-only).
+        let src = unsafe { SrcPtr::new(ptr, layout.len) };
+        let base = layout.base;
+        run(py, move || {
+            let items = array.plan_write(&region, &strides, base)?;
+            array
+                .write_chunks(&items, &src, None, write_empty, cache.as_deref())
+                .map(|_| ())
+        })?;
+        drop(value);
+        Ok(())
+    }
+}

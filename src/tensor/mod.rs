@@ -1,0 +1,522 @@
+//! `Tensor`: decoded data with shared read-only faces and one explicit door (`into_dlpack`)
+//! that moves a uniquely held buffer out for a writable zero-copy export.
+//!
+//! The contract is docs/architecture.md's "The Tensor ownership contract". Every read-only face
+//! keeps a `Bytes` clone alive while it lives, so `Bytes::is_unique()` honestly answers "does
+//! anyone else see this memory?" when `into_dlpack()` asks.
+
+pub mod bytes_view;
+pub mod dlpack;
+pub mod owned;
+
+use std::ffi::c_int;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use dlpark::DlpackFlags;
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{IntoPyDict, PyTuple};
+use zarrpipe_codecs::memory::{buffer, recycle};
+use zarrpipe_codecs::ElementType;
+
+use crate::dtype::{buffer_format, from_numpy_dtype, numpy_dtype};
+use crate::errors::to_pyerr;
+use bytes_view::BytesView;
+use dlpack::{Abi, Layout, CPU};
+use owned::OwnedTensor;
+
+pub const CONSUMED: &str = "Tensor already consumed";
+const SHARED: &str = "Tensor buffer is shared; cannot move out for a writable export. \
+                      Use __dlpack__(copy=True) for a writable copy.";
+
+/// Copies above this size run with the GIL released.
+const DETACH_COPY_BYTES: usize = 1 << 20;
+
+#[pyclass(frozen, module = "zarrpipe", name = "Tensor")]
+pub struct Tensor {
+    shape: Vec<usize>,
+    dtype: ElementType,
+    /// The NumPy dtype of a type DLPack and the buffer protocol cannot describe (datetimes,
+    /// fixed-length strings and bytes, records, small floats), whose elements `dtype`
+    /// carries opaquely (or as int64). Such a tensor refuses both and offers `to_numpy()`,
+    /// `__array__` (so `np.asarray`) and `buffer()`.
+    descr: Option<Py<PyArrayDescr>>,
+    /// `None` once `into_dlpack()` has moved the buffer out (a tombstone).
+    slot: Mutex<Option<Bytes>>,
+    /// A read's fresh output: when its last holder lets go, the buffer is kept for the next
+    /// read of its size (`zarrpipe_codecs::memory::recycle`).
+    recycle: bool,
+}
+
+impl Tensor {
+    /// Wraps decoded bytes. `bytes.len()` must equal `shape.product() * dtype.size()`.
+    pub fn new(bytes: Bytes, shape: Vec<usize>, dtype: ElementType) -> Self {
+        Self::with_descr(bytes, shape, dtype, None)
+    }
+
+    /// [`Tensor::new`] for elements whose NumPy dtype is `descr` (see the field).
+    pub fn with_descr(
+        bytes: Bytes,
+        shape: Vec<usize>,
+        dtype: ElementType,
+        descr: Option<Py<PyArrayDescr>>,
+    ) -> Self {
+        debug_assert_eq!(
+            bytes.len(),
+            shape.iter().product::<usize>() * dtype.size(),
+            "tensor bytes do not match shape {shape:?} and dtype {dtype}"
+        );
+        Self {
+            shape,
+            dtype,
+            descr,
+            slot: Mutex::new(Some(bytes)),
+            recycle: false,
+        }
+    }
+
+    /// Marks a read's fresh output, whose buffer is kept for the next read of its size once
+    /// nobody holds it (never a buffer anyone else made: only those are known to be sized
+    /// exactly and filled by every read).
+    #[must_use]
+    pub fn recycled(mut self) -> Self {
+        self.recycle = true;
+        self
+    }
+
+    /// `BufferError` for a tensor DLPack cannot describe.
+    fn check_dlpack(&self, py: Python<'_>) -> PyResult<()> {
+        match &self.descr {
+            Some(d) => Err(PyBufferError::new_err(format!(
+                "DLPack has no type code for dtype {}; use to_numpy() or numpy.asarray(tensor)",
+                d.bind(py)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn descr<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        match &self.descr {
+            Some(d) => Ok(d.bind(py).clone()),
+            None => numpy_dtype(py, self.dtype),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Bytes>> {
+        // The slot is only ever swapped whole, so a poisoned lock still holds a valid value.
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A shared handle on the buffer, or `BufferError` if it was moved out.
+    fn shared(&self) -> PyResult<Bytes> {
+        self.lock()
+            .as_ref()
+            .cloned()
+            .ok_or_else(|| PyBufferError::new_err(CONSUMED))
+    }
+
+    fn layout(&self) -> Layout<'_> {
+        Layout {
+            shape: &self.shape,
+            dtype: self.dtype,
+        }
+    }
+
+    fn nbytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+}
+
+/// A fresh, uniquely owned copy of `bytes`, made without the GIL when it is large.
+pub fn fresh_copy(py: Python<'_>, bytes: &Bytes) -> PyResult<Vec<u8>> {
+    let copy = || buffer::try_copy(bytes, "a DLPack copy");
+    let result = if bytes.len() >= DETACH_COPY_BYTES {
+        py.detach(copy)
+    } else {
+        copy()
+    };
+    result.map_err(to_pyerr)
+}
+
+/// Exports a fresh copy of `bytes`: writable, and flagged `IS_COPIED` when versioned.
+pub fn export_copy<'py>(
+    py: Python<'py>,
+    bytes: &Bytes,
+    layout: &Layout<'_>,
+    abi: Abi,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut copy = Box::new(fresh_copy(py, bytes)?);
+    let data = copy.as_mut_ptr();
+    // SAFETY: `copy` is a new allocation of exactly the tensor's bytes, owned only by the
+    // capsule from here on, so the consumer may write to it and IS_COPIED is true.
+    unsafe { dlpack::export(py, copy, data, layout, abi, DlpackFlags::IS_COPIED) }
+}
+
+#[pymethods]
+impl Tensor {
+    /// Copies any NumPy array (or array-like) into a fresh, uniquely held tensor.
+    #[staticmethod]
+    fn from_numpy(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let np = py.import("numpy")?;
+        // `asarray(order="C")`, not `ascontiguousarray`, which turns 0-d arrays into 1-d.
+        let kwargs = [("order", "C")].into_py_dict(py)?;
+        let mut arr = np.call_method("asarray", (array,), Some(&kwargs))?;
+        let descr = arr.getattr("dtype")?.cast_into::<PyArrayDescr>()?;
+        let (dtype, keep) = match from_numpy_dtype(&descr) {
+            Ok(dtype) => {
+                let native = numpy_dtype(py, dtype)?;
+                if !descr.is(&native) && descr.getattr("byteorder")?.extract::<String>()? == ">" {
+                    arr = arr.call_method1("astype", (native,))?;
+                }
+                (dtype, None)
+            }
+            Err(e) => {
+                // Datetimes, fixed-length strings and bytes, records: opaque elements that
+                // keep their dtype (in native byte order).
+                let kind = descr.kind();
+                if !matches!(kind, b'M' | b'm' | b'U' | b'S' | b'V') || descr.has_object() {
+                    return Err(e);
+                }
+                let native = descr.call_method1("newbyteorder", ("=",))?;
+                if !native.eq(&descr)? {
+                    arr = arr.call_method1("astype", (&native,))?;
+                }
+                let native = native.cast_into::<PyArrayDescr>()?;
+                let elem = if matches!(kind, b'M' | b'm') {
+                    ElementType::Int64
+                } else {
+                    ElementType::raw(native.itemsize(), 1).map_err(to_pyerr)?
+                };
+                (elem, Some(native.unbind()))
+            }
+        };
+        let arr = arr.cast_into::<PyUntypedArray>()?;
+        let shape = arr.shape().to_vec();
+        let nbytes = arr.len() * dtype.size();
+        // SAFETY: `arr` is a C-contiguous, native-order array of `nbytes` bytes that stays
+        // alive (and, holding the GIL, unchanged by Python code) while we copy it.
+        let data = unsafe {
+            let raw = (*arr.as_array_ptr()).fields.data.cast::<u8>();
+            if nbytes == 0 {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(raw, nbytes)
+            }
+        };
+        let bytes = buffer::try_copy(data, "Tensor.from_numpy").map_err(to_pyerr)?;
+        Ok(Self::with_descr(Bytes::from(bytes), shape, dtype, keep))
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.shape)
+    }
+
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        self.descr(py)
+    }
+
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    #[getter(nbytes)]
+    fn py_nbytes(&self) -> usize {
+        self.nbytes()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let dtype = match &self.descr {
+            Some(d) => d.bind(py).to_string(),
+            None => self.dtype.to_string(),
+        };
+        let consumed = if self.lock().is_none() {
+            ", consumed"
+        } else {
+            ""
+        };
+        let dims: Vec<String> = self.shape.iter().map(ToString::to_string).collect();
+        let trailing = if self.shape.len() == 1 { "," } else { "" };
+        format!(
+            "Tensor(shape=({}{trailing}), dtype={}{consumed})",
+            dims.join(", "),
+            dtype
+        )
+    }
+
+    /// A read-only memoryview of the raw bytes (1-D, format 'B'), zero-copy.
+    fn buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let view = Bound::new(py, BytesView::new(self.shared()?))?;
+        // SAFETY: `view` is a live object that implements the buffer protocol.
+        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMemoryView_FromObject(view.as_ptr())) }
+    }
+
+    /// A read-only NumPy array over the tensor's memory, zero-copy.
+    fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let owner = Bound::new(py, BytesView::new(self.shared()?))?;
+        let descr = self.descr(py)?;
+        let mut dims: Vec<npy_intp> = self
+            .shape
+            .iter()
+            .map(|&d| npy_intp::try_from(d))
+            .collect::<Result<_, _>>()
+            .map_err(|_| PyValueError::new_err("dimension too large for NumPy"))?;
+        let nd = c_int::try_from(dims.len())
+            .map_err(|_| PyValueError::new_err("too many dimensions"))?;
+        // SAFETY: NewFromDescr steals the descr reference we pass; the data pointer stays
+        // valid as long as `owner` lives, and SetBaseObject makes the array own a reference
+        // to it (stealing the one we pass). WRITEABLE is not set: the array is read-only.
+        unsafe {
+            let array = PY_ARRAY_API.PyArray_NewFromDescr(
+                py,
+                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+                descr.into_ptr().cast(),
+                nd,
+                dims.as_mut_ptr(),
+                std::ptr::null_mut(),
+                owner.get().as_ptr().cast_mut().cast(),
+                npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED,
+                std::ptr::null_mut(),
+            );
+            let array = Bound::from_owned_ptr_or_err(py, array)?;
+            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), owner.into_ptr()) != 0
+            {
+                return Err(PyErr::fetch(py));
+            }
+            Ok(array)
+        }
+    }
+
+    /// NumPy 2 `__array__`: read-only and zero-copy unless a copy or a new dtype is asked for.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let view = self.to_numpy(py)?;
+        let target = match dtype.filter(|d| !d.is_none()) {
+            Some(d) => Some(PyArrayDescr::new(py, d)?),
+            None => None,
+        };
+        let converts = match &target {
+            Some(t) => !t.is(&view.getattr("dtype")?) && !t.eq(view.getattr("dtype")?)?,
+            None => false,
+        };
+        match (copy, target) {
+            (Some(false), Some(_)) if converts => Err(PyValueError::new_err(
+                "Unable to avoid copy while creating an array as requested: the dtype differs",
+            )),
+            (Some(true), Some(t)) => view.call_method1("astype", (t,)),
+            (Some(true), None) => view.call_method0("copy"),
+            (_, Some(t)) if converts => view.call_method1("astype", (t,)),
+            _ => Ok(view),
+        }
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err(
+                "Tensor buffers are read-only; use into_dlpack() or __dlpack__(copy=True) to write",
+            ));
+        }
+        let this = slf.get();
+        if let Some(d) = &this.descr {
+            // No PEP 3118 format says "datetime64" (or UTF-32, or a record as zarr-python
+            // types it): refusing makes numpy.asarray use __array__, which keeps the dtype.
+            return Err(PyBufferError::new_err(format!(
+                "dtype {} has no buffer-protocol format; use to_numpy(), numpy.asarray(tensor) or buffer()",
+                d.bind(slf.py())
+            )));
+        }
+        let format = buffer_format(this.dtype)?;
+        let bytes = this.shared()?;
+        let held = Box::new(HeldBuffer::new(bytes, &this.shape, this.dtype)?);
+        if flags & ffi::PyBUF_F_CONTIGUOUS == ffi::PyBUF_F_CONTIGUOUS && !held.is_f_contiguous() {
+            return Err(PyBufferError::new_err(
+                "Tensor buffers are C-contiguous, not Fortran-contiguous",
+            ));
+        }
+        let held = Box::into_raw(held);
+        // SAFETY: `view` is a valid Py_buffer from CPython. Every pointer we store points
+        // into `held`, which `__releasebuffer__` frees; `held.bytes` keeps the memory alive.
+        unsafe {
+            let h = &mut *held;
+            (*view).buf = h.bytes.as_ptr().cast_mut().cast();
+            (*view).len = h.len;
+            (*view).readonly = 1;
+            (*view).itemsize = h.itemsize;
+            (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+                format.as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = h.ndim;
+            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
+                h.shape.as_mut_ptr()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                h.strides.as_mut_ptr()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = held.cast();
+            (*view).obj = slf.into_any().into_ptr();
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
+        // SAFETY: `internal` was set by `__getbuffer__` from `Box::into_raw` and is released
+        // exactly once, here.
+        unsafe {
+            let held = (*view).internal.cast::<HeldBuffer>();
+            if !held.is_null() {
+                drop(Box::from_raw(held));
+                (*view).internal = std::ptr::null_mut();
+            }
+        }
+    }
+
+    /// DLPack export: shared and read-only by default, a fresh writable copy on `copy=True`.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = dlpack::parse_request(stream, max_version, dl_device, copy)?;
+        self.check_dlpack(py)?;
+        let bytes = self.shared()?;
+        let layout = self.layout();
+        match (request.abi, request.copy) {
+            (Abi::Versioned, None | Some(false)) => {
+                let owner = Box::new(bytes);
+                let data = owner.as_ptr().cast_mut();
+                // SAFETY: the capsule keeps a `Bytes` clone (so the memory lives and is seen
+                // as shared) and says READ_ONLY, so nobody writes through `data`.
+                unsafe { dlpack::export(py, owner, data, &layout, Abi::Versioned, DlpackFlags::READ_ONLY) }
+            }
+            (Abi::Legacy, Some(false)) => Err(PyBufferError::new_err(
+                "a legacy DLPack capsule (no max_version) cannot mark memory read-only, so a \
+                 zero-copy export needs max_version >= (1, 0); or use into_dlpack() to move the buffer out",
+            )),
+            (abi, _) => export_copy(py, &bytes, &layout, abi),
+        }
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        CPU
+    }
+
+    /// Moves the buffer out for a writable zero-copy export; the tensor becomes a tombstone.
+    #[allow(clippy::wrong_self_convention)] // the name is the public API; Python objects are shared
+    fn into_dlpack(&self, py: Python<'_>) -> PyResult<OwnedTensor> {
+        self.check_dlpack(py)?;
+        let mut slot = self.lock();
+        let bytes = slot
+            .take()
+            .ok_or_else(|| PyBufferError::new_err(CONSUMED))?;
+        // An empty buffer owns no memory, so nobody can observe writes to it.
+        let owned = if bytes.is_empty() {
+            Ok(bytes::BytesMut::new())
+        } else {
+            bytes.try_into_mut()
+        };
+        match owned {
+            Ok(owned) => {
+                Ok(OwnedTensor::new(owned, self.shape.clone(), self.dtype).recycled(self.recycle))
+            }
+            Err(bytes) => {
+                *slot = Some(bytes);
+                Err(PyBufferError::new_err(SHARED))
+            }
+        }
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if !self.recycle {
+            return;
+        }
+        let bytes = self
+            .slot
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // Only when nobody else holds it (no view, no shared export still alive).
+        if let Some(Ok(owned)) = bytes
+            .filter(|b| b.len() >= recycle::MIN_BYTES)
+            .map(Bytes::try_into_mut)
+        {
+            recycle_owned(owned);
+        }
+    }
+}
+
+/// Keeps a uniquely held read output for the next read of its size (see `recycle`).
+pub fn recycle_owned(owned: bytes::BytesMut) {
+    if owned.len() >= recycle::MIN_BYTES {
+        // The whole allocation, as the read made it (anything else is not a read's output).
+        if let Some(whole) = buffer::allocation_of(owned) {
+            recycle::give(whole);
+        }
+    }
+}
+
+/// What a buffer-protocol view points into; freed by `__releasebuffer__`.
+struct HeldBuffer {
+    bytes: Bytes,
+    shape: Vec<isize>,
+    strides: Vec<isize>,
+    len: isize,
+    itemsize: isize,
+    ndim: c_int,
+}
+
+impl HeldBuffer {
+    fn new(bytes: Bytes, shape: &[usize], dtype: ElementType) -> PyResult<Self> {
+        let too_big = |_| PyBufferError::new_err("tensor too large for the buffer protocol");
+        let shape: Vec<isize> = shape
+            .iter()
+            .map(|&d| isize::try_from(d))
+            .collect::<Result<_, _>>()
+            .map_err(too_big)?;
+        let itemsize = isize::try_from(dtype.size()).map_err(too_big)?;
+        let mut strides = vec![itemsize; shape.len()];
+        for axis in (0..shape.len().saturating_sub(1)).rev() {
+            strides[axis] = strides[axis + 1] * shape[axis + 1];
+        }
+        Ok(Self {
+            len: isize::try_from(bytes.len()).map_err(too_big)?,
+            ndim: c_int::try_from(shape.len())
+                .map_err(|_| PyBufferError::new_err("too many dimensions"))?,
+            bytes,
+            shape,
+            strides,
+            itemsize,
+        })
+    }
+
+    fn is_f_contiguous(&self) -> bool {
+        self.len == 0 || self.shape.iter().filter(|&&d| d > 1).count() <= 1
+    }
+}
