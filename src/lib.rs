@@ -7,6 +7,7 @@ mod dtype;
 mod errors;
 mod loader;
 mod numpy_layout;
+mod obstore;
 mod pipeline;
 mod runtime;
 mod selection;
@@ -29,6 +30,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(obstore::_obstore_location, m)?)?;
     errors::register(m)?;
     Ok(())
 }

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArray1, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -22,11 +24,15 @@ use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
+use crate::selection::pick_from_py;
 use crate::store::Store as PyStore;
 
 /// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
 /// an int or a (start, stop) range, and per output axis a (start, stop) range.
 type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>);
+
+/// `read_picks`' result: each pick's values (bytes in C order), and whether each chunk is stored.
+type PickValues<'py> = (Vec<Bound<'py, PyArray1<u8>>>, Vec<bool>);
 
 /// Where the chunks of this array live, as recognised once, when the pipeline is built.
 enum Chunks {
@@ -230,6 +236,44 @@ impl PipelineArray {
                 Written::Stored(_) | Written::Deleted => None,
             })
             .collect())
+    }
+
+    /// Reads zarr-python's chunk selections that are not boxes (steps, index arrays, masks):
+    /// `picks` are (key, factors over the stored chunk's shape, as
+    /// `zarrpipe._selection.numpy_pick` spells them). Each chunk's box of wanted elements is
+    /// decoded once and gathered in Rust. Returns per pick a fresh 1-D uint8 array of its
+    /// values in C order (the caller views it as the array's dtype and the pick's shape), and
+    /// whether each chunk is stored; `encoded` as for `read`.
+    #[pyo3(signature = (picks, encoded = None))]
+    fn read_picks<'py>(
+        &self,
+        py: Python<'py>,
+        picks: Vec<(String, Bound<'py, PyAny>)>,
+        encoded: Option<Vec<Option<PyBackedBytes>>>,
+    ) -> PyResult<PickValues<'py>> {
+        if encoded.is_none() && !self.reads_store() {
+            return Err(PyValueError::new_err(
+                "this array's chunks must be passed as bytes",
+            ));
+        }
+        let chunk_shape = self.array.stored_chunk_shape().to_vec();
+        let picks = picks
+            .into_iter()
+            .map(|(key, factors)| Ok((key, pick_from_py(&chunk_shape, &factors)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        let array = self.array.clone();
+        let (values, present) = run(py, move || {
+            let enc = bytes_list(&encoded);
+            let source = enc.as_deref().map_or(Source::Store, Source::Supplied);
+            array.read_chunk_picks(&picks, source)
+        })?;
+        Ok((
+            values
+                .into_iter()
+                .map(|v| PyArray1::from_vec(py, v))
+                .collect(),
+            present,
+        ))
     }
 
     /// Whether the engine fetches and stores chunks itself (else pass bytes).

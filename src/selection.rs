@@ -99,7 +99,7 @@ pub enum Request {
 
 /// A pick as `zarrpipe._selection` spells it: a list of `("step", axis, start, step, count)`
 /// and `("points", axes, coords)` (an `(n, len(axes))` int64 array), checked against `shape`.
-fn pick_from_py(shape: &[u64], factors: &Bound<'_, PyAny>) -> PyResult<Pick> {
+pub fn pick_from_py(shape: &[u64], factors: &Bound<'_, PyAny>) -> PyResult<Pick> {
     let mut out = Vec::new();
     for f in factors.try_iter()? {
         let f = f?;

@@ -254,7 +254,9 @@ impl Store {
         kwargs.set_item("concurrency", r.concurrency)?;
         kwargs.set_item("durable", r.durable)?;
         kwargs.set_item("conditional_writes", &r.conditional_writes)?;
-        let reopen = py.import("zarrpipe._pickle")?.getattr("open_store")?;
+        // A bound classmethod pickles as (getattr, (Store, "_reopen")): nothing above the
+        // binding is needed to unpickle.
+        let reopen = py.get_type::<Self>().getattr("_reopen")?;
         let args = PyTuple::new(
             py,
             [
@@ -263,6 +265,26 @@ impl Store {
             ],
         )?;
         PyTuple::new(py, [reopen, args.into_any()])
+    }
+
+    /// Unpickling: the store opened again from its constructor's arguments.
+    #[classmethod]
+    fn _reopen<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        location: &Bound<'py, PyAny>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        cls.call((location,), Some(kwargs))
+    }
+
+    /// Unpickling an array: the array at `path` opened again in this (unpickled) store.
+    fn _reopen_array(
+        slf: &Bound<'_, Self>,
+        path: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+        write_empty_chunks: bool,
+    ) -> PyResult<Array> {
+        Self::open_array(slf, path, metadata, write_empty_chunks)
     }
 
     /// A store over the same location as an `obstore` store object (S3Store, GCSStore,
@@ -274,10 +296,7 @@ impl Store {
         store: &Bound<'py, PyAny>,
         kwargs: Option<&Bound<'py, pyo3::types::PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (url, options): (String, HashMap<String, String>) = py
-            .import("zarrpipe._obstore")?
-            .call_method1("url_and_options", (store,))?
-            .extract()?;
+        let (url, options) = crate::obstore::url_and_options(store)?;
         let kwargs = kwargs
             .cloned()
             .unwrap_or_else(|| pyo3::types::PyDict::new(py));

@@ -447,4 +447,3 @@ def _missing_citations(page: Path) -> list[str]:
 def test_pages_cite_files_that_exist():
     missing = [x for p in _pages() for x in _missing_citations(p)]
     assert not missing, "pages cite files the repository does not have:\n" + "\n".join(missing)
-

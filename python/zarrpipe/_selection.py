@@ -266,55 +266,6 @@ def is_variable(array: Any) -> bool:
     return array.dtype.kind in "OT"
 
 
-def _pick_columns(pick: Pick) -> list[dict[int, np.ndarray]]:
-    """Per factor of `pick`: the array axes it selects along and their indices."""
-    columns: list[dict[int, np.ndarray]] = []
-    for f in pick[0]:
-        if f[0] == "step":
-            _, axis, start, step, count = f
-            columns.append({axis: start + step * np.arange(count, dtype=np.int64)})
-        else:
-            _, axes, coords = f
-            coords = np.asarray(coords, dtype=np.int64).reshape(-1, len(axes))
-            columns.append({a: coords[:, t] for t, a in enumerate(axes)})
-    return columns
-
-
-def pick_box(pick: Pick, ndim: int) -> tuple[slice, ...]:
-    """The slices of the smallest box that holds every element of `pick` (empty when the
-    pick has none)."""
-    columns = _pick_columns(pick)
-    if any(len(next(iter(c.values()))) == 0 for c in columns):
-        return (slice(0, 0),) * ndim
-    box = [slice(0, 0)] * ndim
-    for c in columns:
-        for a, ix in c.items():
-            box[a] = slice(int(ix.min()), int(ix.max()) + 1)
-    return tuple(box)
-
-
-def take_pick(box: np.ndarray, pick: Pick, corner: tuple[slice, ...]) -> np.ndarray:
-    """The elements of `pick` from `box`, the part of the array at `corner` (`pick_box`)."""
-    columns = _pick_columns(pick)
-    shape = pick[1]
-    if any(len(next(iter(c.values()))) == 0 for c in columns):
-        return np.empty(shape, dtype=box.dtype)
-    index: list[np.ndarray] = [np.empty(0, np.int64)] * box.ndim
-    for k, c in enumerate(columns):
-        for a, ix in c.items():
-            # Factor k is axis k of the C-order product of the factors.
-            at = [-1 if j == k else 1 for j in range(len(columns))]
-            index[a] = (ix - corner[a].start).reshape(at)
-    return box[tuple(index)].reshape(shape)
-
-
-def read_pick_from_box(array: Any, pick: Pick) -> np.ndarray:
-    """A pick of a variable-length array (strings, bytes): the engine reads only the box
-    that spans it, NumPy takes the pick's elements from that box."""
-    corner = pick_box(pick, len(array.shape))
-    return take_pick(np.asarray(array[corner]), pick, corner)
-
-
 class OIndex:
     """``array.oindex[...]``: orthogonal selections."""
 
@@ -324,10 +275,7 @@ class OIndex:
         self._array = array
 
     def __getitem__(self, key: Any) -> Any:
-        pick = orthogonal_pick(self._array.shape, key)
-        if is_variable(self._array):
-            return read_pick_from_box(self._array, pick)
-        return self._array._read_pick(*pick)
+        return self._array._read_pick(*orthogonal_pick(self._array.shape, key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._array._write_pick(*orthogonal_pick(self._array.shape, key), value)
@@ -343,10 +291,7 @@ class VIndex:
         self._array = array
 
     def __getitem__(self, key: Any) -> Any:
-        pick = numpy_pick(self._array.shape, key)
-        if is_variable(self._array):
-            return read_pick_from_box(self._array, pick)
-        return self._array._read_pick(*pick)
+        return self._array._read_pick(*numpy_pick(self._array.shape, key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._array._write_pick(*numpy_pick(self._array.shape, key), value)

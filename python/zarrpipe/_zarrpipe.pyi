@@ -31,6 +31,7 @@ __all__ = [
     "_Rows",
     "__version__",
     "_first_touch_stats",
+    "_obstore_location",
     "get_num_threads",
     "set_num_threads",
 ]
@@ -902,6 +903,13 @@ class _PipelineArray:
         encoded: list[bytes | None] | None = None,
     ) -> list[bool]:
         """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
+    def read_picks(
+        self,
+        picks: list[tuple[str, list[tuple[Any, ...]]]],
+        encoded: list[bytes | None] | None = None,
+    ) -> tuple[list[npt.NDArray[np.uint8]], list[bool]]:
+        """Reads a pick (factors over the chunk's shape) in each chunk; per pick its values
+        as bytes in C order, and per chunk whether it was present."""
     def write(
         self,
         value: npt.NDArray[Any],
@@ -932,6 +940,9 @@ def get_num_threads() -> int:
     Returns:
         The size of the pool.
     """
+
+def _obstore_location(store: Any) -> tuple[str, dict[str, str]]:
+    """The URL and object_store options zarrpipe opens for an obstore store object."""
 
 def _first_touch_stats() -> dict[str, Any]:
     """What faulting in fresh output buffers has cost this process, per page size ("base",

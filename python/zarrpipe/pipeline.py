@@ -3,10 +3,13 @@
 Select it with ``zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"})`` or the
 ``ZARR_CODEC_PIPELINE__PATH=zarrpipe.CodecPipeline`` environment variable. zarr-python plans
 which chunks a selection touches; zarrpipe decodes them in parallel with the GIL released,
-straight into zarr-python's output array. Local stores are read (and written, atomically) by
-Rust directly; for any other store, zarr-python's store API fetches the bytes. Whatever
-zarrpipe cannot do (a dtype, a codec, a fancy selection) goes to zarr-python's own pipeline:
-correct results always, with a ``FallbackWarning`` saying why, or an error with
+straight into zarr-python's output array (every selection kind: a chunk selection that is not
+a box is read as a pick, as `Array` selections are). Local and object stores are read and
+written by Rust directly, under the same per-key protocol as zarrpipe's own writes; for any
+other store, zarr-python's store API moves the bytes. What zarrpipe cannot do (a data type or
+codec it does not read, a codec class that is not zarr-python's, an output buffer it cannot
+write) goes to zarr-python's own pipeline: correct results always, with a
+``FallbackWarning`` saying why, or an error with
 ``zarr.config.set({"codec_pipeline.strict": True})``.
 """
 
@@ -31,10 +34,9 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import LocalStore
 
-from zarrpipe import _obstore
-from zarrpipe._chunk_boxes import Box, NotABox, groups, selection_box
+from zarrpipe._selection import numpy_pick
 from zarrpipe._zarrpipe import Store as _EngineStore
-from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _PipelineArray
+from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _obstore_location, _PipelineArray
 
 if TYPE_CHECKING:
     from typing import Self
@@ -143,12 +145,13 @@ def _engine_store(store: Any) -> Any | None:
     """A zarrpipe Store over the same location as zarr-python's `store`, recognised once:
     exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), or
     zarr-python's `ObjectStore` over an obstore store zarrpipe can open (S3, GCS, Azure,
-    HTTP, local; see `_obstore`). None for any other store: zarr-python moves the bytes."""
+    HTTP, local: the binding reads its configuration). None for any other store: zarr-python
+    moves the bytes."""
     if type(store) is LocalStore:
         url, options = str(store.root), {}
     elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
         try:
-            url, options = _obstore.url_and_options(getattr(store, "store", None))
+            url, options = _obstore_location(getattr(store, "store", None))
         except (TypeError, ValueError):
             return None  # a store kind or configuration we cannot carry over
     else:
@@ -376,9 +379,9 @@ class CodecPipeline(_abc.CodecPipeline):
             if requests is not None:
                 present = await self._decode_into(batch, array, requests)
             else:
-                present = await self._read_boxes(batch, array, drop_axes)
+                present = await self._read_picks(batch, array, drop_axes)
         elif self._impl is not None and batch and self._swapped_buffer(array):
-            present = await self._read_boxes(batch, array, drop_axes, _native_dtype(self.metadata))
+            present = await self._read_picks(batch, array, drop_axes, _native_dtype(self.metadata))
         if present is None:
             if self._impl is not None and batch:
                 self._fall_back("output buffer or chunk selection not supported")
@@ -415,63 +418,40 @@ class CodecPipeline(_abc.CodecPipeline):
         encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
         return list(await asyncio.to_thread(self._impl.read, array, requests, encoded))
 
-    def _boxes(self, batch: list[BatchInfo]) -> list[Box | None] | None:
-        """Per item the box of its chunk that its selection touches (None: nothing), or None
-        when a selection or the chunk shapes are not ones the general path handles."""
-        shapes = {tuple(spec.shape) for _, spec, *_ in batch}
-        if len(shapes) != 1 or len(next(iter(shapes))) == 0:
-            return None
-        try:
-            return [selection_box(sel, tuple(spec.shape)) for _, spec, sel, *_ in batch]
-        except NotABox:
-            return None
-
-    async def _stacked(
-        self, batch: list[BatchInfo], boxes: list[Box | None], dtype: np.dtype[Any]
-    ) -> tuple[np.ndarray[Any, Any], list[bool]]:
-        """A scratch array stacking the batch's chunks along axis 0, with each item's box
-        decoded (nothing else is initialised), and whether each chunk is stored."""
-        shape = tuple(batch[0][1].shape)
-        scratch = np.empty((shape[0] * len(batch), *shape[1:]), dtype=dtype)
-        wanted = [k for k, box in enumerate(boxes) if box is not None]
-        requests = []
-        for k in wanted:
-            box = boxes[k]
-            assert box is not None
-            at = [(box[0][0] + k * shape[0], box[0][1] + k * shape[0]), *box[1:]]
-            requests.append((str(getattr(batch[k][0], "path", "")), box, at))
-        present = [True] * len(batch)
-        if requests:
-            found = await self._decode_into([batch[k] for k in wanted], scratch, requests)
-            for k, p in zip(wanted, found, strict=True):
-                present[k] = p
-        return scratch, present
-
-    async def _read_boxes(
+    async def _read_picks(
         self,
         batch: list[BatchInfo],
         out: np.ndarray[Any, Any],
         drop_axes: tuple[int, ...],
         dtype: np.dtype[Any] | None = None,
     ) -> list[bool] | None:
-        """Integer arrays, masks, steps (and buffers in the other byte order): Rust decodes
-        each chunk's touched box in parallel into scratch of `dtype` (default: `out`'s),
-        NumPy applies zarr-python's chunk and output selections."""
-        boxes = self._boxes(batch)
-        if boxes is None:
+        """Integer arrays, masks, steps (and buffers in the other byte order): each chunk
+        selection becomes a pick over the chunk, which Rust reads as it reads `Array`
+        selections (the chunk's box of wanted elements decoded once, then gathered); NumPy
+        only puts each chunk's values at zarr-python's output selection. None when a chunk
+        shape or selection is not one the engine takes (zarr-python's pipeline runs it)."""
+        assert self._impl is not None
+        shapes = {tuple(spec.shape) for _, spec, *_ in batch}
+        if any(len(shape) == 0 for shape in shapes):
             return None
-        scratch_dtype = out.dtype if dtype is None else dtype
-        shape = tuple(batch[0][1].shape)
-        nbytes = int(np.prod(shape)) * scratch_dtype.itemsize
-        present: list[bool] = []
-        for part in groups([nbytes] * len(batch)):
-            items = [batch[k] for k in part]
-            scratch, found = await self._stacked(items, [boxes[k] for k in part], scratch_dtype)
-            for k, (_, _, chunk_sel, out_sel, _) in enumerate(items):
-                piece = scratch[k * shape[0] : (k + 1) * shape[0]][chunk_sel]
-                out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
-            present += found
-        return present
+        try:
+            picks = [numpy_pick(tuple(spec.shape), sel) for _, spec, sel, *_ in batch]
+        except (IndexError, TypeError, ValueError):
+            return None
+        requests = [
+            (str(getattr(getter, "path", "")), factors)
+            for (getter, *_), (factors, _) in zip(batch, picks, strict=True)
+        ]
+        if self._reads_store(batch):
+            values, present = await asyncio.to_thread(self._impl.read_picks, requests)
+        else:
+            encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
+            values, present = await asyncio.to_thread(self._impl.read_picks, requests, encoded)
+        native = out.dtype if dtype is None else dtype
+        for (*_, out_sel, _), raw, (_, shape) in zip(batch, values, picks, strict=True):
+            piece = raw.view(native).reshape(shape)
+            out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
+        return list(present)
 
     # ------------------------------------------------------------------ writes
 

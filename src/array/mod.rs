@@ -219,13 +219,9 @@ impl Array {
                  Store.create_array",
             ));
         };
-        let reopen = py.import("zarrpipe._pickle")?.getattr("open_array")?;
-        let args = (
-            store.clone_ref(py),
-            self.path(),
-            metadata.clone(),
-            self.write_empty_chunks,
-        );
+        // The store's bound method pickles as (getattr, (store, "_reopen_array")).
+        let reopen = store.bind(py).getattr("_reopen_array")?;
+        let args = (self.path(), metadata.clone(), self.write_empty_chunks);
         PyTuple::new(py, [reopen, args.into_pyobject(py)?.into_any()])
     }
 
@@ -279,15 +275,16 @@ impl Array {
             .call1((slf,))
     }
 
-    /// Reads a pick of `zarrpipe._selection` into a fresh Tensor of `shape`.
+    /// Reads a pick of `zarrpipe._selection` into a fresh Tensor of `shape` (for strings and
+    /// bytes, a NumPy array of objects).
     fn _read_pick(
         &self,
         py: Python<'_>,
         factors: &Bound<'_, PyAny>,
         shape: &Bound<'_, PyAny>,
-    ) -> PyResult<Tensor> {
+    ) -> PyResult<Py<PyAny>> {
         let request = pick_request(&self.array.info.shape, factors, shape)?;
-        self.read_request(py, request)
+        self.read_any(py, request)
     }
 
     /// Reads a pick of `zarrpipe._selection` into `out` (see `read_into`).

@@ -7,9 +7,7 @@ use pyo3::types::PyTuple;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::ChunkData;
 use zarrpipe_codecs::select::pick::Pick;
-use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 
-use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::{run, run_maybe_here};
 use crate::tensor::Tensor;
@@ -27,62 +25,38 @@ impl Array {
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        if let Some(kind) = self.array.info.variable {
-            return Ok(self.read_variable(py, selection, kind)?.unbind());
-        }
         let request = request(&self.array.info.shape, selection)?;
+        self.read_any(py, request)
+    }
+
+    /// Reads a request: a Tensor, or for a variable-length array a NumPy array of objects.
+    pub(super) fn read_any(&self, py: Python<'_>, request: Request) -> PyResult<Py<PyAny>> {
+        if let Some(kind) = self.array.info.variable {
+            return Ok(self.read_variable(py, request, kind)?.unbind());
+        }
         Ok(Py::new(py, self.read_request(py, request)?)?.into_any())
     }
 
-    /// A selection of a variable-length array as a NumPy array. Integers and step-1 slices
-    /// read just their region; any other selection reads the box that spans it and NumPy
-    /// takes the selection from there.
+    /// A selection of a variable-length array as a NumPy array of objects (strings, bytes):
+    /// a region reads just its elements; any other selection reads the box that spans it
+    /// once, and the engine takes the selection's elements from there.
     fn read_variable<'py>(
         &self,
         py: Python<'py>,
-        selection: Option<&Bound<'py, PyAny>>,
+        request: Request,
         kind: Variable,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let shape = &self.array.info.shape;
-        let basic = match selection {
-            None => Some(Region::all(shape)),
-            Some(s) => selection::parse(s)
-                .ok()
-                .filter(|sel| {
-                    sel.iter().all(|x| match x {
-                        AxisSelector::Slice { step, .. } => step.unwrap_or(1) == 1,
-                        _ => true,
-                    })
-                })
-                .map(|sel| Region::resolve(shape, &sel))
-                .transpose()
-                .map_err(to_pyerr)?,
-        };
-        let (region, rest) = match (basic, selection) {
-            (Some(region), _) => (region, None),
-            (None, Some(s)) => {
-                // Steps, `None`, index arrays, masks: the box that spans the selection is
-                // read, NumPy takes the selection from it.
-                let helpers = py.import("zarrpipe._selection")?;
-                let pick = helpers
-                    .getattr("numpy_pick")?
-                    .call1((PyTuple::new(py, shape)?, s))?;
-                let corner = helpers.getattr("pick_box")?.call1((&pick, shape.len()))?;
-                let selectors = selection::parse(&corner)?;
-                let region = Region::resolve(shape, &selectors).map_err(to_pyerr)?;
-                (region, Some((helpers, pick, corner)))
-            }
-            (None, None) => unreachable!("no selection is the whole array"),
-        };
         let array = self.array.clone();
-        let read = region.clone();
-        let data = run(py, move || array.read_variable(&read))?;
-        let out = variable::to_numpy(py, &data, kind, &region.out_shape)?;
-        match rest {
-            Some((helpers, pick, corner)) => {
-                helpers.getattr("take_pick")?.call1((out, pick, corner))
+        match request {
+            Request::Region(region) => {
+                let read = region.clone();
+                let data = run(py, move || array.read_variable(&read))?;
+                variable::to_numpy(py, &data, kind, &region.out_shape)
             }
-            None => Ok(out),
+            Request::Pick(pick, shape) => {
+                let data = run(py, move || array.read_variable_pick(&pick))?;
+                variable::to_numpy(py, &data, kind, &shape)
+            }
         }
     }
 

@@ -377,7 +377,7 @@ impl Array {
 
 /// Copies one chunk's wanted elements from its box `src` (C order over `item.bbox`) to their
 /// output positions.
-fn gather_item(
+pub(crate) fn gather_item(
     factors: &[Factor],
     groups: &[Vec<Group>],
     item: &Item,

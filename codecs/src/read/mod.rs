@@ -8,10 +8,12 @@
 
 pub mod cache;
 mod cache_slot;
+mod chunk_picks;
 pub mod gather;
 mod local;
 pub mod remote;
 pub mod rows;
+mod variable;
 
 pub(crate) use cache_slot::{decode_entry, scatter_entry, CacheSlot};
 use local::OVERLAP_AT_LEAST;
