@@ -17,6 +17,7 @@ use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
 use zarrpipe_codecs::memory::first_touch;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::Source;
+use zarrpipe_codecs::select::pick::Pick;
 use zarrpipe_codecs::store::Store as EngineStore;
 use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
@@ -24,15 +25,16 @@ use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
-use crate::selection::pick_from_py;
+use crate::selection::chunk_pick;
 use crate::store::Store as PyStore;
 
 /// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
 /// an int or a (start, stop) range, and per output axis a (start, stop) range.
 type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>);
 
-/// `read_picks`' result: each pick's values (bytes in C order), and whether each chunk is stored.
-type PickValues<'py> = (Vec<Bound<'py, PyArray1<u8>>>, Vec<bool>);
+/// `read_picks`' result: each pick's values (bytes in C order) and shape, and whether each
+/// chunk is stored.
+type PickValues<'py> = (Vec<Bound<'py, PyArray1<u8>>>, Vec<Vec<u64>>, Vec<bool>);
 
 /// Where the chunks of this array live, as recognised once, when the pipeline is built.
 enum Chunks {
@@ -239,11 +241,11 @@ impl PipelineArray {
     }
 
     /// Reads zarr-python's chunk selections that are not boxes (steps, index arrays, masks):
-    /// `picks` are (key, factors over the stored chunk's shape, as
-    /// `zarrpipe._selection.numpy_pick` spells them). Each chunk's box of wanted elements is
-    /// decoded once and gathered in Rust. Returns per pick a fresh 1-D uint8 array of its
-    /// values in C order (the caller views it as the array's dtype and the pick's shape), and
-    /// whether each chunk is stored; `encoded` as for `read`.
+    /// `picks` are (key, chunk selection), the selection read as NumPy reads `chunk[sel]`.
+    /// Each chunk's box of wanted elements is decoded once and gathered in Rust. Returns per
+    /// pick a fresh 1-D uint8 array of its values in C order and the shape `chunk[sel]` has
+    /// (the caller views the bytes as the array's dtype), and whether each chunk is stored;
+    /// `encoded` as for `read`.
     #[pyo3(signature = (picks, encoded = None))]
     fn read_picks<'py>(
         &self,
@@ -259,8 +261,10 @@ impl PipelineArray {
         let chunk_shape = self.array.stored_chunk_shape().to_vec();
         let picks = picks
             .into_iter()
-            .map(|(key, factors)| Ok((key, pick_from_py(&chunk_shape, &factors)?)))
+            .map(|(key, sel)| Ok((key, chunk_pick(&chunk_shape, &sel)?)))
             .collect::<PyResult<Vec<_>>>()?;
+        let shapes: Vec<Vec<u64>> = picks.iter().map(|(_, (_, dims))| dims.clone()).collect();
+        let picks: Vec<(String, Pick)> = picks.into_iter().map(|(k, (p, _))| (k, p)).collect();
         let array = self.array.clone();
         let (values, present) = run(py, move || {
             let enc = bytes_list(&encoded);
@@ -272,6 +276,7 @@ impl PipelineArray {
                 .into_iter()
                 .map(|v| PyArray1::from_vec(py, v))
                 .collect(),
+            shapes,
             present,
         ))
     }

@@ -446,8 +446,8 @@ def test_every_request_kind_with_and_without_out(tmp_path, monkeypatch, name):
         def read(self, sel: Any) -> Any:
             return recorded(real.read(sel))
 
-        def _read_pick(self, *a: Any) -> Any:
-            return recorded(real._read_pick(*a))
+        def _read_as(self, *a: Any) -> Any:
+            return recorded(real._read_as(*a))
 
         def __getattr__(self, n: str) -> Any:
             return getattr(real, n)

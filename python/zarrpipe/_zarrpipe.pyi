@@ -389,9 +389,9 @@ class Array:
     def blocks(self) -> _SelectionReader:
         """Block selections over the stored chunk grid (the shards of a sharded array):
         integers and step-1 slices of blocks; `arr.blocks[0, 1:3]`. Reads and writes."""
-    def _read_pick(self, factors: Any, shape: Any) -> Tensor: ...
-    def _read_pick_into(self, factors: Any, shape: Any, out: Any) -> None: ...
-    def _write_pick(self, factors: Any, shape: Any, value: Any) -> None: ...
+    def _read_as(self, kind: str, key: Any) -> Tensor | npt.NDArray[Any]: ...
+    def _read_into_as(self, kind: str, key: Any, out: Any) -> None: ...
+    def _write_as(self, kind: str, key: Any, value: Any) -> None: ...
     def read(self, selection: _Selection | None = None) -> Tensor | npt.NDArray[Any]:
         """Reads a selection into a fresh Tensor (a NumPy array of `str` / `bytes` for a
         variable-length array; see the class).
@@ -905,11 +905,11 @@ class _PipelineArray:
         """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
     def read_picks(
         self,
-        picks: list[tuple[str, list[tuple[Any, ...]]]],
+        picks: list[tuple[str, Any]],
         encoded: list[bytes | None] | None = None,
-    ) -> tuple[list[npt.NDArray[np.uint8]], list[bool]]:
-        """Reads a pick (factors over the chunk's shape) in each chunk; per pick its values
-        as bytes in C order, and per chunk whether it was present."""
+    ) -> tuple[list[npt.NDArray[np.uint8]], list[tuple[int, ...]], list[bool]]:
+        """Reads `chunk[sel]` for each (key, chunk selection); per pick its values as bytes
+        in C order and its shape, and per chunk whether it was present."""
     def write(
         self,
         value: npt.NDArray[Any],

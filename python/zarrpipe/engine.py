@@ -37,7 +37,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zarrpipe._selection import block_slices, numpy_pick, orthogonal_pick
 from zarrpipe._zarrpipe import Store, UnsupportedError
 
 Region = Sequence[tuple[int, int]]
@@ -169,12 +168,13 @@ class ArrayEngine:
             )
         return request
 
-    def _pick(self, request: SelectionRequest) -> tuple[Any, Any] | None:
-        """The pick of an orthogonal, coordinate or mask request (None: basic or block)."""
+    def _selector(self, request: SelectionRequest) -> tuple[str, Any] | None:
+        """How the binding selects an orthogonal, coordinate, mask or block request: (kind,
+        key); None for a basic request."""
         if request.kind == "orthogonal":
-            return orthogonal_pick(self.shape, request.selection)
+            return "orthogonal", request.selection
         if request.kind == "coordinate":
-            return numpy_pick(self.shape, request.selection)
+            return "numpy", request.selection
         if request.kind == "mask":
             mask = np.asarray(request.selection)
             if mask.dtype != bool or mask.shape != tuple(self.shape):
@@ -182,14 +182,10 @@ class ArrayEngine:
                     f"a mask request takes a boolean array of the array's shape {self.shape}, "
                     f"got {mask.dtype} of shape {mask.shape}"
                 )
-            return numpy_pick(self.shape, mask)
-        return None
-
-    def _basic(self, request: SelectionRequest) -> Any:
+            return "numpy", mask
         if request.kind == "block":
-            stored = self._array.shards or self._array.chunks
-            return block_slices(self.shape, stored, request.selection)
-        return request.selection
+            return "block", request.selection
+        return None
 
     def read_selection(
         self,
@@ -221,17 +217,17 @@ class ArrayEngine:
         if fields is not None:
             raise UnsupportedError("zarrpipe.engine reads no structured fields (fields=None)")
         request = self._request(request)
-        pick = self._pick(request)
+        selector = self._selector(request)
         if out is not None:
-            if pick is None:
-                self._array.read_into(self._basic(request), out)
+            if selector is None:
+                self._array.read_into(request.selection, out)
             else:
-                self._array._read_pick_into(*pick, out)
+                self._array._read_into_as(*selector, out)
             return out
-        if pick is None:
-            tensor = self._array.read(self._basic(request))
+        if selector is None:
+            tensor = self._array.read(request.selection)
         else:
-            tensor = self._array._read_pick(*pick)
+            tensor = self._array._read_as(*selector)
         if isinstance(tensor, np.ndarray):  # variable-length strings or bytes
             return tensor
         if tensor.dtype.kind not in "biufc" and tensor.dtype.name != "bfloat16":
@@ -264,11 +260,11 @@ class ArrayEngine:
         if fields is not None:
             raise UnsupportedError("zarrpipe.engine writes no structured fields (fields=None)")
         request = self._request(request)
-        pick = self._pick(request)
-        if pick is None:
-            self._array.write(self._basic(request), value)
+        selector = self._selector(request)
+        if selector is None:
+            self._array.write(request.selection, value)
         else:
-            self._array._write_pick(*pick, value)
+            self._array._write_as(*selector, value)
 
 
 class AsyncArrayEngine:

@@ -20,7 +20,6 @@ import numpy as np
 
 from zarrpipe import _order
 from zarrpipe._prefetch import Prefetcher
-from zarrpipe._selection import is_variable
 from zarrpipe._zarrpipe import Array, Tensor, _Rows
 
 __all__ = ["BatchLoader"]
@@ -248,7 +247,8 @@ class BatchLoader:
 
     def _rows_of(self, k: int) -> Any:
         """How array `k`'s windows are read and its batches cut."""
-        return _VariableRows if is_variable(self._arrays[k]) else _Rows
+        # Variable-length strings or bytes read as NumPy arrays, not Tensors.
+        return _VariableRows if self._arrays[k].dtype.kind in "OT" else _Rows
 
     def _epoch_plan(self, epoch: int) -> _order.Epoch:
         return _order.epoch_order(

@@ -34,7 +34,6 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.storage import LocalStore
 
-from zarrpipe._selection import numpy_pick
 from zarrpipe._zarrpipe import Store as _EngineStore
 from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _obstore_location, _PipelineArray
 
@@ -431,24 +430,20 @@ class CodecPipeline(_abc.CodecPipeline):
         only puts each chunk's values at zarr-python's output selection. None when a chunk
         shape or selection is not one the engine takes (zarr-python's pipeline runs it)."""
         assert self._impl is not None
-        shapes = {tuple(spec.shape) for _, spec, *_ in batch}
-        if any(len(shape) == 0 for shape in shapes):
+        if any(len(spec.shape) == 0 for _, spec, *_ in batch):
             return None
+        requests = [(str(getattr(getter, "path", "")), sel) for getter, _, sel, *_ in batch]
         try:
-            picks = [numpy_pick(tuple(spec.shape), sel) for _, spec, sel, *_ in batch]
-        except (IndexError, TypeError, ValueError):
-            return None
-        requests = [
-            (str(getattr(getter, "path", "")), factors)
-            for (getter, *_), (factors, _) in zip(batch, picks, strict=True)
-        ]
-        if self._reads_store(batch):
-            values, present = await asyncio.to_thread(self._impl.read_picks, requests)
-        else:
-            encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
-            values, present = await asyncio.to_thread(self._impl.read_picks, requests, encoded)
+            if self._reads_store(batch):
+                found = await asyncio.to_thread(self._impl.read_picks, requests)
+            else:
+                encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
+                found = await asyncio.to_thread(self._impl.read_picks, requests, encoded)
+        except (IndexError, TypeError):
+            return None  # a chunk selection the engine does not take
+        values, shapes, present = found
         native = out.dtype if dtype is None else dtype
-        for (*_, out_sel, _), raw, (_, shape) in zip(batch, values, picks, strict=True):
+        for (*_, out_sel, _), raw, shape in zip(batch, values, shapes, strict=True):
             piece = raw.view(native).reshape(shape)
             out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
         return list(present)

@@ -11,12 +11,13 @@ use zarrpipe_codecs::read::cache::ChunkCache;
 
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
-use crate::selection::{self, pick_request};
+use crate::selection::{self, kind_request, Kind, Request};
 use crate::tensor::Tensor;
 use crate::variable;
 use zarrpipe_codecs::array::variable::Variable;
 
 mod read;
+mod views;
 mod write;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Array")]
@@ -82,6 +83,12 @@ impl Array {
     /// The engine's array.
     pub(crate) fn engine(&self) -> &Arc<EngineArray> {
         &self.array
+    }
+
+    /// The request for `key` selected as `kind` (blocks: of the stored chunk grid).
+    pub(crate) fn kind_request(&self, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Request> {
+        let blocks = self.array.stored_chunk_shape().to_vec();
+        kind_request(&self.array.info.shape, &Kind::named(kind, &blocks)?, key)
     }
 
     /// The chunk cache the array reads through (its store's), if any.
@@ -250,64 +257,50 @@ impl Array {
 
     /// Orthogonal selections: `arr.oindex[idx, :, ::2]`.
     #[getter]
-    fn oindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import("zarrpipe._selection")?
-            .getattr("OIndex")?
-            .call1((slf,))
+    fn oindex(slf: &Bound<'_, Self>) -> views::OIndex {
+        views::OIndex::new(slf)
     }
 
     /// Coordinate and mask selections: `arr.vindex[rows, cols]`, `arr.vindex[mask]`.
     #[getter]
-    fn vindex<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import("zarrpipe._selection")?
-            .getattr("VIndex")?
-            .call1((slf,))
+    fn vindex(slf: &Bound<'_, Self>) -> views::VIndex {
+        views::VIndex::new(slf)
     }
 
     /// Block selections over the stored chunk grid (shards): `arr.blocks[0, 1:3]`.
     #[getter]
-    fn blocks<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        py.import("zarrpipe._selection")?
-            .getattr("BlockIndex")?
-            .call1((slf,))
+    fn blocks(slf: &Bound<'_, Self>) -> views::BlockIndex {
+        views::BlockIndex::new(slf)
     }
 
-    /// Reads a pick of `zarrpipe._selection` into a fresh Tensor of `shape` (for strings and
-    /// bytes, a NumPy array of objects).
-    fn _read_pick(
-        &self,
-        py: Python<'_>,
-        factors: &Bound<'_, PyAny>,
-        shape: &Bound<'_, PyAny>,
-    ) -> PyResult<Py<PyAny>> {
-        let request = pick_request(&self.array.info.shape, factors, shape)?;
+    /// Reads `key` selected as `kind` (`"numpy"`, `"orthogonal"`, `"block"`) into a fresh
+    /// Tensor (for strings and bytes, a NumPy array of objects): the engine adapter's door.
+    fn _read_as(&self, py: Python<'_>, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let request = self.kind_request(kind, key)?;
         self.read_any(py, request)
     }
 
-    /// Reads a pick of `zarrpipe._selection` into `out` (see `read_into`).
-    fn _read_pick_into(
+    /// Reads `key` selected as `kind` into `out` (see `read_into`).
+    fn _read_into_as(
         &self,
         py: Python<'_>,
-        factors: &Bound<'_, PyAny>,
-        shape: &Bound<'_, PyAny>,
+        kind: &str,
+        key: &Bound<'_, PyAny>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let request = pick_request(&self.array.info.shape, factors, shape)?;
+        let request = self.kind_request(kind, key)?;
         self.read_request_into(py, request, out)
     }
 
-    /// Writes `value` to a pick made by `zarrpipe._selection` (`oindex`/`vindex` writes).
-    fn _write_pick(
+    /// Writes `value` to `key` selected as `kind`.
+    fn _write_as(
         &self,
         py: Python<'_>,
-        factors: &Bound<'_, PyAny>,
-        shape: &Bound<'_, PyAny>,
+        kind: &str,
+        key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let request = pick_request(&self.array.info.shape, factors, shape)?;
+        let request = self.kind_request(kind, key)?;
         self.write_request(py, request, value)
     }
 
