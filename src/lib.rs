@@ -2,6 +2,7 @@
 //! `zarrpipe-codecs` crate in `codecs/`.
 
 mod array;
+mod create;
 mod diagnostics;
 mod dtype;
 mod errors;

@@ -408,22 +408,20 @@ impl Store {
     ) -> PyResult<Array> {
         let py = slf.py();
         let this = slf.get();
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("shape", shape)?;
-        kwargs.set_item("dtype", dtype)?;
-        kwargs.set_item("chunks", chunks)?;
-        kwargs.set_item("shards", shards)?;
-        kwargs.set_item("compressors", compressors.or_auto(py))?;
-        kwargs.set_item("filters", filters.or_auto(py))?;
-        kwargs.set_item("fill_value", fill_value)?;
-        kwargs.set_item("attributes", attributes)?;
-        kwargs.set_item("dimension_names", dimension_names)?;
-        kwargs.set_item("zarr_format", zarr_format)?;
-        let spec_json: String = py
-            .import("zarrpipe._create")?
-            .getattr("array_spec_json")?
-            .call((), Some(&kwargs))?
-            .extract()?;
+        let compressors = compressors.or_auto(py);
+        let filters = filters.or_auto(py);
+        let spec_json = crate::create::array_spec_json(&crate::create::Args {
+            shape,
+            dtype,
+            chunks,
+            shards,
+            compressors: &compressors,
+            filters: &filters,
+            fill_value,
+            attributes,
+            dimension_names,
+            zarr_format,
+        })?;
         let spec =
             zarrpipe_codecs::array::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
         let store = this.store.clone();

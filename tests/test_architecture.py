@@ -72,3 +72,13 @@ def test_code_cites_only_files_that_exist() -> None:
             if not (ROOT / target).exists() and not (ROOT / "codecs" / target).exists():
                 missing.append(f"{path.relative_to(ROOT)} cites {target}")
     assert missing == []
+
+
+def test_the_binding_imports_nothing_of_the_package_above_it() -> None:
+    """`src/` is below `python/zarrpipe/`: it may call NumPy or zarr-python, never zarrpipe."""
+    found = []
+    for path in sorted((ROOT / "src").rglob("*.rs")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"import\(\s*\"zarrpipe", line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == []

@@ -6,6 +6,7 @@
 //! engine adapter all read and write through it. Uses `codec`, `store`, `layout`,
 //! `select`, `dtype` and `memory`; never `read` or `write`, which build on it.
 
+pub mod chunk_guess;
 pub mod create;
 pub mod variable;
 
