@@ -9,6 +9,9 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/zarrpipe/target
 WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
+# The benchmark's own venv: zarrpipe, maturin and the readers it compares ([bench]), nothing
+# of the tests' (torch, JAX, the docs tools).
+VENV_BENCH := .venv-bench
 # The dependencies come from pyproject.toml's extras: [test] (what tests/ needs), [dev] (lint,
 # stub check, maturin, the docs site), [loaders] (torch and JAX, for the DLPack and DataLoader
 # tests: installed in .venv only, the other venvs skip those tests) and [bench] (the other
@@ -35,6 +38,13 @@ $(VENV_NEW)/.ready: pyproject.toml .ci/extras.py
 	$(VENV_NEW)/bin/pip install -q -U pip
 	$(EXTRAS) test > $(VENV_NEW)/requirements.txt
 	$(VENV_NEW)/bin/pip install -q -r $(VENV_NEW)/requirements.txt "zarr>=3.2"
+	touch $@
+
+$(VENV_BENCH)/.ready: pyproject.toml .ci/extras.py
+	$(PYTHON) -m venv $(VENV_BENCH)
+	$(VENV_BENCH)/bin/pip install -q -U pip "maturin>=1.8,<2"
+	$(EXTRAS) bench > $(VENV_BENCH)/requirements.txt
+	$(VENV_BENCH)/bin/pip install -q -r $(VENV_BENCH)/requirements.txt
 	touch $@
 
 venv: $(VENV)/.ready
@@ -94,10 +104,11 @@ check: lint test zarr-suite docs dist-check
 
 # The main job: install, then benchmark zarrpipe against every reader that is installed,
 # on sample stores it generates (quick size; BENCH_ARGS="--size full" for ~1 GiB).
-bench: install
-	$(EXTRAS) bench > $(VENV)/requirements-bench.txt
-	$(VENV)/bin/pip install -q -r $(VENV)/requirements-bench.txt
-	$(VENV)/bin/python -m zarrpipe bench $(BENCH_ARGS)
+bench: $(VENV_BENCH)/.ready sysdeps
+	rm -f $(WHEEL_DIR)/zarrpipe-*.whl
+	$(VENV_BENCH)/bin/maturin build --release --quiet --out $(WHEEL_DIR)
+	$(VENV_BENCH)/bin/pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/zarrpipe-*.whl
+	$(VENV_BENCH)/bin/python -m zarrpipe bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_NEW) $(WHEEL_DIR) $(DIST_CHECK_DIR) site
+	rm -rf $(VENV) $(VENV_NEW) $(VENV_BENCH) $(WHEEL_DIR) $(DIST_CHECK_DIR) site

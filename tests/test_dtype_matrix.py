@@ -348,7 +348,10 @@ def test_tensors_of_non_dlpack_types_keep_their_dtype(tmp_path: Any, dtype: Any)
     store = zarrpipe.Store(str(tmp_path), mode="a")
     arr = store.create_array("x", shape=data.shape, dtype=dt, chunks=(2, 3))
     arr[...] = data
-    t = arr[...]
+    indexed = arr[...]  # indexing: a writable NumPy array of the dtype, no DLPack needed
+    assert isinstance(indexed, np.ndarray) and indexed.dtype == dt and indexed.flags.writeable
+    assert indexed.tobytes() == data.tobytes()
+    t = arr.read()
     assert isinstance(t, zarrpipe.Tensor) and t.dtype == dt
     # np.asarray: the buffer protocol refuses, __array__ gives the dtype (not int64 / void).
     got = np.asarray(t)

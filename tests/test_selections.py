@@ -174,9 +174,9 @@ def test_every_kind_equals_numpy_and_zarr(data, layout):
             )
             got = np.asarray(arr.blocks[block])
             _zarr_agrees(lambda: z.blocks[block], got, f"blocks[{block!r}]")
-        # A fresh buffer every time: the result moves to NumPy writable, without a copy.
-        owned = np.from_dlpack(arr.oindex[(slice(None, None, -1),) * len(shape)].into_dlpack())
-        assert owned.flags.writeable
+        # A fresh buffer every time: indexing hands it to NumPy writable, without a copy.
+        owned = arr.oindex[(slice(None, None, -1),) * len(shape)]
+        assert owned.flags.writeable and type(owned.base).__name__ == "_ArrayMemory"
 
 
 @settings(max_examples=60, deadline=None, database=None)
@@ -280,11 +280,15 @@ def test_result_is_a_unique_fresh_buffer(tmp_path):
         z[...] = np.arange(81, dtype="i2").reshape(9, 9)
     store = zarrpipe.Store(str(tmp_path), cache_bytes=1 << 20)
     arr = store.open_array("")
-    for t in (arr[::2, None], arr.oindex[[8, 0], ::-3], arr.vindex[[1, 2], [3, 4]], arr.blocks[1]):
-        shape = t.shape
-        a = np.from_dlpack(t.into_dlpack())
-        assert a.shape == shape and a.flags.writeable
+    for a in (arr[::2, None], arr.oindex[[8, 0], ::-3], arr.vindex[[1, 2], [3, 4]], arr.blocks[1]):
+        # Indexing hands over the read's own buffer: writable, not a copy of anything.
+        assert isinstance(a, np.ndarray) and a.flags.writeable and a.flags.owndata is False
+        assert type(a.base).__name__ == "_ArrayMemory"
         a[...] = 0  # the cache is not affected
+    for key in (np.s_[::2, None], np.s_[1, [2, 3]]):
+        t = arr.read(key)  # `read` keeps the Tensor and its moving door
+        a = np.from_dlpack(t.into_dlpack())
+        assert a.shape == t.shape and a.flags.writeable
     np.testing.assert_array_equal(np.asarray(arr[::2]), np.arange(81).reshape(9, 9)[::2])
 
 

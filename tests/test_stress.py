@@ -112,7 +112,7 @@ def test_many_threads_same_and_different_arrays(arrays, cache_bytes):
             sel = _random_selection(rng, want.shape)
             how = i % 4
             if how == 0:  # a fresh read moved out without a copy
-                t = arr[sel]
+                t = arr.read(sel)
                 kind, owned = outcome(t.into_dlpack)
                 if kind == "raised":  # only a tensor the cache still holds may refuse
                     assert isinstance(owned, BufferError) and cache_bytes, owned
@@ -195,7 +195,7 @@ def test_reads_from_asyncio_to_thread(arrays):
             if i % 2:
                 jobs.append((name, sel, asyncio.to_thread(store.read, name, sel)))
             else:
-                jobs.append((name, sel, asyncio.to_thread(arrs[name].__getitem__, sel)))
+                jobs.append((name, sel, asyncio.to_thread(arrs[name].read, sel)))
         results = await asyncio.gather(*(j for *_, j in jobs))
         for (name, sel, _), t in zip(jobs, results, strict=True):
             _check(np.from_dlpack(t.into_dlpack()), values[name][sel], f"{name}[{sel}]")
@@ -384,7 +384,7 @@ def test_rss_stays_flat_over_10000_reads(tmp_path):
     def fresh(i):
         assert np.asarray(arr[i % 4, i % 8])[()] == DATA[i % 4, i % 8]
     def moved(i):
-        np.from_dlpack(arr[0:4, i % 4 : i % 4 + 3].into_dlpack())
+        np.from_dlpack(arr.read((slice(0, 4), slice(i % 4, i % 4 + 3))).into_dlpack())
     def via_store(i):
         store.read("a", (slice(0, 3), i % 8))
     def cache(i):

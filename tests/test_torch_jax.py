@@ -50,7 +50,7 @@ def arrays(tmp_path: Path) -> tuple[zarrpipe.Array, zarrpipe.Array]:
 def test_torch_shared_door_is_zero_copy_and_torch_ignores_read_only(arrays):
     torch = pytest.importorskip("torch")
     x, _ = arrays
-    t = x[0:4]
+    t = x.read(np.s_[0:4])
     address = data_pointer(t)
     tt = torch.from_dlpack(t)
     assert tt.data_ptr() == address
@@ -65,7 +65,7 @@ def test_torch_shared_door_is_zero_copy_and_torch_ignores_read_only(arrays):
 def test_torch_moving_door_is_writable_and_zero_copy(arrays):
     torch = pytest.importorskip("torch")
     x, _ = arrays
-    t = x[2:6]
+    t = x.read(np.s_[2:6])
     address = data_pointer(t)
     tt = torch.from_dlpack(t.into_dlpack())
     assert tt.data_ptr() == address
@@ -246,7 +246,7 @@ def test_jax_doors(arrays):
     import jax.numpy as jnp
 
     x, _ = arrays
-    shared = x[0:4]
+    shared = x.read(np.s_[0:4])
     j = jnp.from_dlpack(shared)
     np.testing.assert_array_equal(np.asarray(j), shared.to_numpy())
     assert j.devices() == {jax.devices("cpu")[0]}
@@ -262,7 +262,7 @@ def test_jax_doors(arrays):
     assert k.unsafe_buffer_pointer() == address
     np.testing.assert_array_equal(np.asarray(k), np.arange(8 * 64).reshape(8, 8, 8))
     # ... and so does every other fresh read.
-    read = x[4:8]
+    read = x.read(np.s_[4:8])
     address = data_pointer(read)
     assert address % 64 == 0
     moved = jnp.from_dlpack(read.into_dlpack())
@@ -288,7 +288,7 @@ def test_jax_batches_from_the_loader(arrays):
 
 def test_numpy_doors(arrays):
     x, _ = arrays
-    t = x[0:2]
+    t = x.read(np.s_[0:2])
     address = data_pointer(t)
     view = np.from_dlpack(t)
     assert view.ctypes.data == address

@@ -231,19 +231,47 @@ def assert_values(actual: np.ndarray, expected: np.ndarray, what: str = "") -> N
             )
 
 
-def assert_tensor(tensor: zarrpipe.Tensor, expected: np.ndarray, what: str = "") -> None:
-    """Checks a Tensor's shape, dtype and values (through its read-only numpy face)."""
+def assert_tensor(tensor: Any, expected: np.ndarray, what: str = "") -> None:
+    """Checks a read's result: a Tensor (`read`, `read_chunk`, `Store.read`) through its
+    read-only NumPy face, or what indexing gives (`arr[...]`, `oindex`, `vindex`, `blocks`):
+    a writable NumPy array that owns the read's memory, or a NumPy scalar. Shape, dtype and
+    values as expected."""
     expected = np.asarray(expected)
+    if isinstance(tensor, np.ndarray | np.generic):
+        assert_indexed(tensor, expected, what)
+        return
     assert isinstance(tensor, zarrpipe.Tensor), f"{what}: got {type(tensor)}"
     assert tuple(tensor.shape) == expected.shape, f"{what}: {tensor.shape} != {expected.shape}"
     assert tensor.dtype == native(expected.dtype), f"{what}: {tensor.dtype} != {expected.dtype}"
     assert_values(tensor.to_numpy(), expected, what)
 
 
-def assert_moves_out(tensor: zarrpipe.Tensor, expected: np.ndarray, what: str = "") -> None:
-    """A fresh read is unique: `into_dlpack()` succeeds and gives a writable, equal array."""
+def assert_indexed(got: Any, expected: np.ndarray, what: str = "") -> None:
+    """What indexing gives: a writable NumPy array over the read's own buffer (no copy was
+    made: its base is the memory the read allocated), or a NumPy scalar of one element."""
     expected = np.asarray(expected)
-    out = np.from_dlpack(tensor.into_dlpack())
+    if isinstance(got, np.generic):
+        assert expected.shape == (), f"{what}: a scalar for a selection of shape {expected.shape}"
+        got = np.asarray(got)
+    else:
+        assert isinstance(got, np.ndarray), f"{what}: got {type(got)}"
+        assert got.flags.writeable, f"{what}: indexing gave a read-only array"
+        if got.dtype.kind not in "OT":  # variable-length results are NumPy's own arrays
+            assert type(got.base).__name__ == "_ArrayMemory", f"{what}: base {type(got.base)}"
+    assert got.shape == expected.shape, f"{what}: {got.shape} != {expected.shape}"
+    assert got.dtype == native(expected.dtype), f"{what}: {got.dtype} != {expected.dtype}"
+    assert_values(got, expected, what)
+
+
+def assert_moves_out(tensor: zarrpipe.Tensor, expected: np.ndarray, what: str = "") -> None:
+    """A fresh read is unique: `into_dlpack()` succeeds and gives a writable, equal array
+    (indexing, `arr[...]`, already made that move and gave the array)."""
+    expected = np.asarray(expected)
+    if isinstance(tensor, np.ndarray | np.generic):
+        assert_indexed(tensor, expected, what)
+        out = np.asarray(tensor)
+    else:
+        out = np.from_dlpack(tensor.into_dlpack())
     assert out.flags.writeable, f"{what}: into_dlpack() result is not writable"
     assert_values(out, expected, what)
     if out.size:

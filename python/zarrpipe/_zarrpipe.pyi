@@ -44,7 +44,7 @@ _Selector: TypeAlias = (
 _Selection: TypeAlias = _Selector | tuple[_Selector, ...]
 
 class _SelectionReader:
-    def __getitem__(self, selection: _Selection, /) -> Tensor: ...
+    def __getitem__(self, selection: _Selection, /) -> npt.NDArray[Any]: ...
     def __setitem__(self, selection: _Selection, value: npt.ArrayLike, /) -> None: ...
 
 _ChunkIndex: TypeAlias = SupportsIndex | Sequence[SupportsIndex]
@@ -125,6 +125,15 @@ class Tensor:
     @property
     def ndim(self) -> int:
         """The number of axes."""
+    def __len__(self) -> int:
+        """The length of the first axis, as NumPy's `len`.
+
+        Returns:
+            `shape[0]`.
+
+        Raises:
+            TypeError: The tensor is 0-dimensional.
+        """
     @property
     def nbytes(self) -> int:
         """The size of the buffer in bytes."""
@@ -276,10 +285,13 @@ class _BytesView:
 class Array:
     """An open Zarr array (v2 or v3): its metadata, read once, and its reads and writes.
 
-    Get one from `Store.open_array` or `Store.create_array`. Reads return fresh Tensors that
-    the caller owns; writes encode in Rust with the GIL released. An Array pickles as its
-    store and path (and the metadata it was opened with, when given): unpickling opens it
-    again.
+    Get one from `Store.open_array` or `Store.create_array`. Indexing (`arr[...]`, `oindex`,
+    `vindex`, `blocks`) returns what zarr-python's returns: a writable NumPy array that owns
+    the read's fresh buffer (handed over without a copy), or a NumPy scalar where
+    zarr-python gives one. `read`, `read_chunk(s)` and `Store.read` return fresh Tensors
+    that the caller owns (the two DLPack doors). Writes encode in Rust with the GIL
+    released. An Array pickles as its store and path (and the metadata it was opened with,
+    when given): unpickling opens it again.
 
     Arrays of variable-length strings and bytes (v3 `string` / `variable_length_bytes`, v2
     `|O` with `vlen-utf8` / `vlen-bytes`) cannot travel as Tensors: their reads return NumPy
@@ -356,8 +368,8 @@ class Array:
         Raises:
             TypeError: The array is 0-dimensional.
         """
-    def __getitem__(self, selection: _Selection, /) -> Tensor | npt.NDArray[Any]:
-        """`arr[selection]`: the same as `read(selection)`.
+    def __getitem__(self, selection: _Selection, /) -> npt.NDArray[Any] | np.generic:
+        """`arr[selection]`: the read of `read(selection)`, as a NumPy array.
 
         Args:
             selection: NumPy indexing: integers (dropping their axis), slices of any step,
@@ -365,8 +377,10 @@ class Array:
                 broadcast as NumPy does). Reads only the chunks the selection touches.
 
         Returns:
-            A fresh Tensor of the selection's shape (a NumPy array for variable-length
-            strings and bytes).
+            A writable NumPy array of the selection's shape that owns the read's fresh
+            buffer (no copy; every data type, strings and bytes included). A selection of
+            one element gives what zarr-python gives: a 0-d array for a tuple of Python
+            ints, one per axis (zarr-python's orthogonal path), else a NumPy scalar.
 
         Raises:
             IndexError: An index out of range, coordinate arrays that do not broadcast, an

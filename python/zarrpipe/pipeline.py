@@ -16,9 +16,6 @@ write) goes to zarr-python's own pipeline: correct results always, with a
 from __future__ import annotations
 
 import asyncio
-import json
-import operator
-import os
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,11 +28,28 @@ from zarr.codecs import ShardingCodec
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
-from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
-from zarr.storage import LocalStore
+from zarr.core.metadata import ArrayV3Metadata
 
-from zarrpipe._zarrpipe import Store as _EngineStore
-from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _obstore_location, _PipelineArray
+from zarrpipe._pipeline_arrays import (
+    _ENGINE_STORES,  # noqa: F401  (tests look at the stores the pipeline opened)
+    FallbackWarning,
+    _build_impl,
+    _codecs_of,
+    _local_root,
+    _metadata_json,
+    _native_dtype,
+    _strict,
+)
+from zarrpipe._pipeline_selections import (
+    _chunk_selection,
+    _covers_chunk,
+    _out_selection,
+    _positions,
+    _value_for_selection,
+)
+from zarrpipe._zarrpipe import UnsupportedError, _PipelineArray
+
+__all__ = ["CodecPipeline", "FallbackWarning"]
 
 if TYPE_CHECKING:
     from typing import Self
@@ -51,147 +65,6 @@ if TYPE_CHECKING:
 
 # zarr >= 3.3 expects `read` to report, per chunk, whether it was present.
 _REPORTS_STATUS = hasattr(_abc, "GetResult")
-
-
-class FallbackWarning(UserWarning):
-    """zarrpipe handed an array to zarr-python's own codec pipeline; the message says why.
-
-    Issued once per array. `zarr.config.set({"codec_pipeline.strict": True})` raises
-    `zarrpipe.UnsupportedError` instead.
-    """
-
-
-def _strict() -> bool:
-    return bool(config.get("codec_pipeline.strict", False))
-
-
-def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
-    if isinstance(metadata, ArrayV3Metadata):
-        return list(metadata.codecs)
-    from zarr.codecs._v2 import V2Codec
-
-    assert isinstance(metadata, ArrayV2Metadata)
-    return [V2Codec(filters=metadata.filters, compressor=metadata.compressor)]
-
-
-def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
-    """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
-    datetimes, fixed-length strings and bytes, records): native byte order (the engine
-    swaps); a v2 record's fields as stored (v2 records carry their byte order, v3 ones take
-    the bytes codec's); None for other types (variable-length ones go elsewhere)."""
-    dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufcMmUSV" or dtype.hasobject:
-        return None
-    if dtype.names is not None and isinstance(metadata, ArrayV2Metadata):
-        return dtype
-    # newbyteorder reaches into every field of a record.
-    return dtype.newbyteorder("=")
-
-
-def _is_variable(metadata: ArrayMetadata) -> bool:
-    """Variable-length strings or bytes (zarr-python's vlen-utf8 / vlen-bytes types): the
-    engine decodes and encodes their whole chunks, NumPy places them."""
-    return getattr(metadata.dtype, "object_codec_id", None) in ("vlen-utf8", "vlen-bytes")
-
-
-def _custom_codec(codecs: Iterable[Any]) -> Any:
-    """The first codec whose class is not zarr-python's own (e.g. registered through
-    `zarr.config` "codecs.<name>"): its behaviour may differ, so zarr-python must run it."""
-    for codec in codecs:
-        if not type(codec).__module__.startswith("zarr."):
-            return codec
-        inner = _custom_codec([*getattr(codec, "codecs", ()), *getattr(codec, "index_codecs", ())])
-        if inner is not None:
-            return inner
-    return None
-
-
-def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
-    """The engine array for `metadata`, reading and writing `store` itself when it can
-    reach it, or None (with a warning) when zarrpipe cannot handle this array."""
-    custom = _custom_codec(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else None
-    if custom is not None:
-        # The user configured their own codec class: honour it (and say so).
-        cls = type(custom)
-        reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
-    elif _native_dtype(metadata) is None and not _is_variable(metadata):
-        reason = f"data type {metadata.dtype} is not one zarrpipe reads"
-    else:
-        try:
-            return _PipelineArray(
-                _metadata_json(metadata), _subchunk_order(metadata), _engine_store(store)
-            )
-        except UnsupportedError as e:
-            reason = str(e)
-        except Exception as e:  # metadata zarrs' parser rejects
-            reason = f"{type(e).__name__}: {e}"
-    if _strict():
-        raise UnsupportedError(f"zarrpipe.CodecPipeline cannot handle this array: {reason}")
-    warnings.warn(
-        f"zarrpipe.CodecPipeline: {reason}; using zarr-python's pipeline for this array",
-        FallbackWarning,
-        stacklevel=4,
-    )
-    return None
-
-
-# zarrpipe Stores over the locations zarr-python's stores point at, by process (a forked
-# child opens its own: HTTP connections do not survive a fork), URL and options.
-_ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
-
-
-def _engine_store(store: Any) -> Any | None:
-    """A zarrpipe Store over the same location as zarr-python's `store`, recognised once:
-    exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), or
-    zarr-python's `ObjectStore` over an obstore store zarrpipe can open (S3, GCS, Azure,
-    HTTP, local: the binding reads its configuration). None for any other store: zarr-python
-    moves the bytes."""
-    if type(store) is LocalStore:
-        url, options = str(store.root), {}
-    elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
-        try:
-            url, options = _obstore_location(getattr(store, "store", None))
-        except (TypeError, ValueError):
-            return None  # a store kind or configuration we cannot carry over
-    else:
-        return None
-    key = (os.getpid(), url, tuple(sorted(options.items())))
-    found = _ENGINE_STORES.get(key)
-    if found is None:
-        try:
-            found = _ENGINE_STORES.setdefault(key, _EngineStore(url, mode="a", options=options))
-        except (ValueError, OSError, ZarrpipeError):
-            return None
-    return found
-
-
-def _local_root(store: Any) -> str | None:
-    return str(store.root) if type(store) is LocalStore else None
-
-
-def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
-    """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
-    by default); the C-order indices of that order, so zarrpipe's shards match."""
-    codecs = list(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else []
-    if len(codecs) != 1 or getattr(codecs[0], "subchunk_write_order", None) in (
-        None,
-        "lexicographic",
-        "unordered",
-    ):
-        return None
-    codec = codecs[0]
-    shard = metadata.chunk_grid.chunk_shape  # type: ignore[attr-defined]
-    per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
-    coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
-    return [int(i) for i in np.ravel_multi_index(tuple(np.array(coords).T), per_shard)]
-
-
-def _metadata_json(metadata: ArrayMetadata) -> str:
-    with warnings.catch_warnings():
-        # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
-        # strings, datetimes, records) have no spec yet; it warned when the array was made.
-        warnings.simplefilter("ignore")
-        return json.dumps(metadata.to_dict(), sort_keys=True)
 
 
 @dataclass(eq=False)
@@ -574,107 +447,6 @@ class CodecPipeline(_abc.CodecPipeline):
         wanted = [(getter, spec) for (getter, spec, *_), p in zip(batch, partial, strict=True) if p]
         fetched = iter(await self._fetch(wanted)) if wanted else iter(())
         return [next(fetched) if p else None for p in partial]
-
-
-def _as_int(sel: Any) -> int | None:
-    if isinstance(sel, bool | np.bool_):
-        return None
-    try:
-        return operator.index(sel)
-    except TypeError:
-        return None
-
-
-def _chunk_selection(shape: tuple[int, ...], sel: Any) -> list[Any] | None:
-    """Per chunk axis an int or (start, stop), or None if not a basic step-1 selection."""
-    sel = sel if isinstance(sel, tuple) else (sel,)
-    if len(sel) != len(shape):
-        return None
-    out: list[Any] = []
-    for s, n in zip(sel, shape, strict=True):
-        index = _as_int(s)
-        if index is not None:
-            out.append(index)
-        elif isinstance(s, slice):
-            start, stop, step = s.indices(n)
-            if step != 1:
-                return None
-            out.append((start, max(stop, start)))
-        else:
-            return None
-    return out
-
-
-def _out_selection(shape: tuple[int, ...], sel: Any) -> list[tuple[int, int]] | None:
-    """Per output axis (start, stop), or None if not step-1 slices over every axis."""
-    sel = sel if isinstance(sel, tuple) else (sel,)
-    if len(sel) != len(shape) or not all(isinstance(s, slice) for s in sel):
-        return None
-    out = []
-    for s, n in zip(sel, shape, strict=True):
-        start, stop, step = s.indices(n)
-        if step != 1:
-            return None
-        out.append((start, max(stop, start)))
-    return out
-
-
-def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
-    """The C-order positions in a chunk of `shape` that zarr-python's chunk selection `sel`
-    selects, shaped as `chunk[sel]` is: per axis, the selected coordinates (NumPy indexes a
-    broadcast view, so nothing of the chunk's size is made) times the axis' stride."""
-    if not shape:
-        return np.zeros((), dtype=np.uint64)[sel]
-    strides = np.cumprod((1, *shape[:0:-1]))[::-1]
-    flat: Any = None
-    for axis, (n, stride) in enumerate(zip(shape, strides, strict=True)):
-        along = np.arange(n, dtype=np.uint64).reshape(
-            [-1 if a == axis else 1 for a in range(len(shape))]
-        )
-        part = np.broadcast_to(along, shape)[sel] * np.uint64(stride)
-        flat = part if flat is None else flat + part
-    return np.asarray(flat, dtype=np.uint64)
-
-
-def _covers_chunk(chunk: list[Any], shape: tuple[int, ...]) -> bool:
-    return all(c == (0, n) for c, n in zip(chunk, shape, strict=True))
-
-
-def _value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:
-    """`value` in the shape of the selection (the extent of the batch's output selections),
-    broadcast as zarr-python's pipeline does; None when the selections are not basic or the
-    value has more axes than the selection (zarr-python's pipeline then writes it).
-
-    zarr-python indexes the value with each output selection, so a value with fewer axes
-    (other than a scalar) raises IndexError and one that does not broadcast ValueError: the
-    same exceptions here, before any chunk is written.
-    """
-    extent: list[int] | None = None
-    for *_, out_sel, _ in batch:
-        sel = out_sel if isinstance(out_sel, tuple) else (out_sel,)
-        if not all(isinstance(s, slice) and s.stop is not None for s in sel):
-            return None
-        stops = [int(s.stop) for s in sel]
-        extent = (
-            stops if extent is None else [max(a, b) for a, b in zip(extent, stops, strict=True)]
-        )
-    shape = tuple(extent or ())
-    if value.shape == shape:
-        return value
-    if value.ndim > len(shape):
-        return None
-    if 0 < value.ndim < len(shape):
-        raise IndexError(
-            f"too many indices for array: array is {value.ndim}-dimensional, "
-            f"but {len(shape)} were indexed"
-        )
-    try:
-        # A read-only view repeating values along broadcast axes (strides 0).
-        return np.broadcast_to(value, shape)
-    except ValueError:
-        raise ValueError(
-            f"could not broadcast a value of shape {value.shape} to the selection's shape {shape}"
-        ) from None
 
 
 # zarr-python finds pipelines by module + name: "zarrpipe.CodecPipeline".

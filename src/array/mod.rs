@@ -11,7 +11,7 @@ use zarrpipe_codecs::read::cache::ChunkCache;
 
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
-use crate::selection::{self, kind_request, Kind, Request};
+use crate::selection::{self, kind_request, request, Kind, Request};
 use crate::tensor::Tensor;
 use crate::variable;
 use zarrpipe_codecs::array::variable::Variable;
@@ -95,6 +95,20 @@ impl Array {
     pub(crate) fn cache(&self) -> Option<&Arc<ChunkCache>> {
         self.cache.as_ref()
     }
+}
+
+/// Whether `key` is only Python `int`s, one per axis: zarr-python reads such a key on its
+/// orthogonal path and hands back a 0-d array where its basic path gives a scalar.
+fn python_ints_only(key: &Bound<'_, PyAny>, ndim: usize) -> bool {
+    let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
+        Ok(t) => t.iter().collect(),
+        Err(_) => vec![key.clone()],
+    };
+    ndim > 0
+        && items.len() == ndim
+        && items
+            .iter()
+            .all(|i| i.is_instance_of::<pyo3::types::PyInt>())
 }
 
 #[pymethods]
@@ -251,8 +265,16 @@ impl Array {
         )
     }
 
-    fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.read_selection(py, Some(selection))
+    /// `arr[key]`: a writable NumPy array of the selection (the fresh read's buffer, handed
+    /// over without a copy), or a NumPy scalar where zarr-python gives one.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        selection: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(&self.array.info.shape, Some(selection))?;
+        let scalar = !python_ints_only(selection, self.array.info.shape.len());
+        self.read_numpy(py, request, scalar)
     }
 
     /// Orthogonal selections: `arr.oindex[idx, :, ::2]`.

@@ -29,6 +29,25 @@ impl Array {
         self.read_any(py, request)
     }
 
+    /// Reads a request for indexing: a writable NumPy array that owns the fresh read's
+    /// buffer (no copy); a 0-d result as a NumPy scalar when `scalar`.
+    pub(super) fn read_numpy<'py>(
+        &self,
+        py: Python<'py>,
+        request: Request,
+        scalar: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let out = self.read_any(py, request)?.into_bound(py);
+        let array = match out.cast::<Tensor>() {
+            Ok(t) => t.get().into_numpy(py)?,
+            Err(_) => out,
+        };
+        if scalar && array.getattr("ndim")?.extract::<usize>()? == 0 {
+            return array.get_item(PyTuple::empty(py));
+        }
+        Ok(array)
+    }
+
     /// Reads a request: a Tensor, or for a variable-length array a NumPy array of objects.
     pub(super) fn read_any(&self, py: Python<'_>, request: Request) -> PyResult<Py<PyAny>> {
         if let Some(kind) = self.array.info.variable {

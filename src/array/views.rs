@@ -24,10 +24,15 @@ macro_rules! selection_view {
 
         #[pymethods]
         impl $name {
-            fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+            /// A writable NumPy array of the selection (the fresh read's buffer, no copy).
+            fn __getitem__<'py>(
+                &self,
+                py: Python<'py>,
+                key: &Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
                 let array = self.array.get();
                 let request = array.kind_request($kind, key)?;
-                array.read_any(py, request)
+                array.read_numpy(py, request, false)
             }
 
             fn __setitem__(

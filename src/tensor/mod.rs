@@ -7,6 +7,7 @@
 
 pub mod bytes_view;
 pub mod dlpack;
+pub mod numpy_out;
 pub mod owned;
 
 use std::ffi::c_int;
@@ -126,6 +127,14 @@ impl Tensor {
         }
     }
 
+    /// The values as NumPy prints them, continuation lines aligned under `Tensor(`.
+    fn values_text(&self, py: Python<'_>) -> PyResult<String> {
+        let kwargs = [("separator", ", "), ("prefix", "Tensor(")].into_py_dict(py)?;
+        py.import("numpy")?
+            .call_method("array2string", (self.to_numpy(py)?,), Some(&kwargs))?
+            .extract()
+    }
+
     fn nbytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size()
     }
@@ -243,11 +252,24 @@ impl Tensor {
         };
         let dims: Vec<String> = self.shape.iter().map(ToString::to_string).collect();
         let trailing = if self.shape.len() == 1 { "," } else { "" };
-        format!(
-            "Tensor(shape=({}{trailing}), dtype={}{consumed})",
-            dims.join(", "),
-            dtype
-        )
+        let shape = format!("shape=({}{trailing})", dims.join(", "));
+        // A few values, as NumPy shows them (large tensors summarised by NumPy's print
+        // options), read through a zero-copy view.
+        let values = (consumed.is_empty())
+            .then(|| self.values_text(py).ok())
+            .flatten();
+        match values {
+            Some(v) => format!("Tensor({v}, {shape}, dtype={dtype})"),
+            None => format!("Tensor({shape}, dtype={dtype}{consumed})"),
+        }
+    }
+
+    /// `len(t)`: the length of the first axis, as NumPy's.
+    fn __len__(&self) -> PyResult<usize> {
+        self.shape
+            .first()
+            .copied()
+            .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of unsized object"))
     }
 
     /// A read-only memoryview of the raw bytes (1-D, format 'B'), zero-copy.

@@ -1,0 +1,169 @@
+"""Which arrays `zarrpipe.CodecPipeline` hands to the engine, and over which store: the
+fallback policy (a warning, or an error in strict mode), the engine array built from
+zarr-python's metadata, and zarrpipe's own store over the location of zarr-python's store
+when Rust can read it itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.codec import Codec
+from zarr.core.config import config
+from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+from zarr.storage import LocalStore
+
+from zarrpipe._zarrpipe import Store as _EngineStore
+from zarrpipe._zarrpipe import UnsupportedError, ZarrpipeError, _obstore_location, _PipelineArray
+
+if TYPE_CHECKING:
+    from zarr.core.metadata import ArrayMetadata
+
+
+class FallbackWarning(UserWarning):
+    """zarrpipe handed an array to zarr-python's own codec pipeline; the message says why.
+
+    Issued once per array. `zarr.config.set({"codec_pipeline.strict": True})` raises
+    `zarrpipe.UnsupportedError` instead.
+    """
+
+
+def _strict() -> bool:
+    return bool(config.get("codec_pipeline.strict", False))
+
+
+def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
+    if isinstance(metadata, ArrayV3Metadata):
+        return list(metadata.codecs)
+    from zarr.codecs._v2 import V2Codec
+
+    assert isinstance(metadata, ArrayV2Metadata)
+    return [V2Codec(filters=metadata.filters, compressor=metadata.compressor)]
+
+
+def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
+    """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
+    datetimes, fixed-length strings and bytes, records): native byte order (the engine
+    swaps); a v2 record's fields as stored (v2 records carry their byte order, v3 ones take
+    the bytes codec's); None for other types (variable-length ones go elsewhere)."""
+    dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "biufcMmUSV" or dtype.hasobject:
+        return None
+    if dtype.names is not None and isinstance(metadata, ArrayV2Metadata):
+        return dtype
+    # newbyteorder reaches into every field of a record.
+    return dtype.newbyteorder("=")
+
+
+def _is_variable(metadata: ArrayMetadata) -> bool:
+    """Variable-length strings or bytes (zarr-python's vlen-utf8 / vlen-bytes types): the
+    engine decodes and encodes their whole chunks, NumPy places them."""
+    return getattr(metadata.dtype, "object_codec_id", None) in ("vlen-utf8", "vlen-bytes")
+
+
+def _custom_codec(codecs: Iterable[Any]) -> Any:
+    """The first codec whose class is not zarr-python's own (e.g. registered through
+    `zarr.config` "codecs.<name>"): its behaviour may differ, so zarr-python must run it."""
+    for codec in codecs:
+        if not type(codec).__module__.startswith("zarr."):
+            return codec
+        inner = _custom_codec([*getattr(codec, "codecs", ()), *getattr(codec, "index_codecs", ())])
+        if inner is not None:
+            return inner
+    return None
+
+
+def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
+    """The engine array for `metadata`, reading and writing `store` itself when it can
+    reach it, or None (with a warning) when zarrpipe cannot handle this array."""
+    custom = _custom_codec(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else None
+    if custom is not None:
+        # The user configured their own codec class: honour it (and say so).
+        cls = type(custom)
+        reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
+    elif _native_dtype(metadata) is None and not _is_variable(metadata):
+        reason = f"data type {metadata.dtype} is not one zarrpipe reads"
+    else:
+        try:
+            return _PipelineArray(
+                _metadata_json(metadata), _subchunk_order(metadata), _engine_store(store)
+            )
+        except UnsupportedError as e:
+            reason = str(e)
+        except Exception as e:  # metadata zarrs' parser rejects
+            reason = f"{type(e).__name__}: {e}"
+    if _strict():
+        raise UnsupportedError(f"zarrpipe.CodecPipeline cannot handle this array: {reason}")
+    warnings.warn(
+        f"zarrpipe.CodecPipeline: {reason}; using zarr-python's pipeline for this array",
+        FallbackWarning,
+        stacklevel=4,
+    )
+    return None
+
+
+# zarrpipe Stores over the locations zarr-python's stores point at, by process (a forked
+# child opens its own: HTTP connections do not survive a fork), URL and options.
+_ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
+
+
+def _engine_store(store: Any) -> Any | None:
+    """A zarrpipe Store over the same location as zarr-python's `store`, recognised once:
+    exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), or
+    zarr-python's `ObjectStore` over an obstore store zarrpipe can open (S3, GCS, Azure,
+    HTTP, local: the binding reads its configuration). None for any other store: zarr-python
+    moves the bytes."""
+    if type(store) is LocalStore:
+        url, options = str(store.root), {}
+    elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
+        try:
+            url, options = _obstore_location(getattr(store, "store", None))
+        except (TypeError, ValueError):
+            return None  # a store kind or configuration we cannot carry over
+    else:
+        return None
+    key = (os.getpid(), url, tuple(sorted(options.items())))
+    found = _ENGINE_STORES.get(key)
+    if found is None:
+        try:
+            found = _ENGINE_STORES.setdefault(key, _EngineStore(url, mode="a", options=options))
+        except (ValueError, OSError, ZarrpipeError):
+            return None
+    return found
+
+
+def _local_root(store: Any) -> str | None:
+    return str(store.root) if type(store) is LocalStore else None
+
+
+def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
+    """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
+    by default); the C-order indices of that order, so zarrpipe's shards match."""
+    codecs = list(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else []
+    if len(codecs) != 1 or getattr(codecs[0], "subchunk_write_order", None) in (
+        None,
+        "lexicographic",
+        "unordered",
+    ):
+        return None
+    codec = codecs[0]
+    shard = metadata.chunk_grid.chunk_shape  # type: ignore[attr-defined]
+    per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
+    coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
+    return [int(i) for i in np.ravel_multi_index(tuple(np.array(coords).T), per_shard)]
+
+
+def _metadata_json(metadata: ArrayMetadata) -> str:
+    with warnings.catch_warnings():
+        # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
+        # strings, datetimes, records) have no spec yet; it warned when the array was made.
+        warnings.simplefilter("ignore")
+        return json.dumps(metadata.to_dict(), sort_keys=True)
+
+
+# The public path of the warning (zarr-python's and users' warning filters name it).
+FallbackWarning.__module__ = "zarrpipe.pipeline"

@@ -1,0 +1,118 @@
+"""zarr-python's per-chunk selections as the engine takes them: boxes (integers and step-1
+slices) for the region paths, C-order positions for writes of any other selection, and a
+write's value in the shape of its selection."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from zarr.abc.store import ByteGetter
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.indexing import SelectorTuple
+
+    BatchInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
+
+
+def _as_int(sel: Any) -> int | None:
+    if isinstance(sel, bool | np.bool_):
+        return None
+    try:
+        return operator.index(sel)
+    except TypeError:
+        return None
+
+
+def _chunk_selection(shape: tuple[int, ...], sel: Any) -> list[Any] | None:
+    """Per chunk axis an int or (start, stop), or None if not a basic step-1 selection."""
+    sel = sel if isinstance(sel, tuple) else (sel,)
+    if len(sel) != len(shape):
+        return None
+    out: list[Any] = []
+    for s, n in zip(sel, shape, strict=True):
+        index = _as_int(s)
+        if index is not None:
+            out.append(index)
+        elif isinstance(s, slice):
+            start, stop, step = s.indices(n)
+            if step != 1:
+                return None
+            out.append((start, max(stop, start)))
+        else:
+            return None
+    return out
+
+
+def _out_selection(shape: tuple[int, ...], sel: Any) -> list[tuple[int, int]] | None:
+    """Per output axis (start, stop), or None if not step-1 slices over every axis."""
+    sel = sel if isinstance(sel, tuple) else (sel,)
+    if len(sel) != len(shape) or not all(isinstance(s, slice) for s in sel):
+        return None
+    out = []
+    for s, n in zip(sel, shape, strict=True):
+        start, stop, step = s.indices(n)
+        if step != 1:
+            return None
+        out.append((start, max(stop, start)))
+    return out
+
+
+def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
+    """The C-order positions in a chunk of `shape` that zarr-python's chunk selection `sel`
+    selects, shaped as `chunk[sel]` is: per axis, the selected coordinates (NumPy indexes a
+    broadcast view, so nothing of the chunk's size is made) times the axis' stride."""
+    if not shape:
+        return np.zeros((), dtype=np.uint64)[sel]
+    strides = np.cumprod((1, *shape[:0:-1]))[::-1]
+    flat: Any = None
+    for axis, (n, stride) in enumerate(zip(shape, strides, strict=True)):
+        along = np.arange(n, dtype=np.uint64).reshape(
+            [-1 if a == axis else 1 for a in range(len(shape))]
+        )
+        part = np.broadcast_to(along, shape)[sel] * np.uint64(stride)
+        flat = part if flat is None else flat + part
+    return np.asarray(flat, dtype=np.uint64)
+
+
+def _covers_chunk(chunk: list[Any], shape: tuple[int, ...]) -> bool:
+    return all(c == (0, n) for c, n in zip(chunk, shape, strict=True))
+
+
+def _value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:
+    """`value` in the shape of the selection (the extent of the batch's output selections),
+    broadcast as zarr-python's pipeline does; None when the selections are not basic or the
+    value has more axes than the selection (zarr-python's pipeline then writes it).
+
+    zarr-python indexes the value with each output selection, so a value with fewer axes
+    (other than a scalar) raises IndexError and one that does not broadcast ValueError: the
+    same exceptions here, before any chunk is written.
+    """
+    extent: list[int] | None = None
+    for *_, out_sel, _ in batch:
+        sel = out_sel if isinstance(out_sel, tuple) else (out_sel,)
+        if not all(isinstance(s, slice) and s.stop is not None for s in sel):
+            return None
+        stops = [int(s.stop) for s in sel]
+        extent = (
+            stops if extent is None else [max(a, b) for a, b in zip(extent, stops, strict=True)]
+        )
+    shape = tuple(extent or ())
+    if value.shape == shape:
+        return value
+    if value.ndim > len(shape):
+        return None
+    if 0 < value.ndim < len(shape):
+        raise IndexError(
+            f"too many indices for array: array is {value.ndim}-dimensional, "
+            f"but {len(shape)} were indexed"
+        )
+    try:
+        # A read-only view repeating values along broadcast axes (strides 0).
+        return np.broadcast_to(value, shape)
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast a value of shape {value.shape} to the selection's shape {shape}"
+        ) from None
