@@ -152,6 +152,8 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::ReadOnly(_) => PyPermissionError::new_err(msg),
         Error::Exists(_) => PyFileExistsError::new_err(msg),
         Error::Conflict(_) => WriteConflictError::new_err(msg),
+        // Another thread's Ctrl-C stopped this call too.
+        Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
         Error::Storage { ref source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),

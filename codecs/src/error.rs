@@ -66,6 +66,10 @@ pub enum Error {
     #[error("internal error: {0}")]
     Internal(String),
 
+    /// The call was asked to stop (Ctrl-C) before it finished.
+    #[error("interrupted")]
+    Interrupted,
+
     /// An output or chunk buffer larger than the machine can allocate.
     #[error("cannot allocate {bytes} bytes for {what}")]
     OutOfMemory { bytes: u128, what: String },

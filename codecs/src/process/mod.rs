@@ -3,4 +3,5 @@
 //! nothing else of the engine but its errors.
 
 pub mod fork;
+pub mod interrupt;
 pub mod pool;

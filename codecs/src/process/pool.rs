@@ -110,6 +110,37 @@ pub fn install<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
     Ok(pool()?.install(f))
 }
 
+/// Runs `f` on the pool while the calling thread, which waits for it, calls `poll` every
+/// `every` until `f` is done (the binding checks for Ctrl-C there).
+pub fn install_polling<T: Send>(
+    f: impl FnOnce() -> T + Send,
+    every: std::time::Duration,
+    mut poll: impl FnMut(),
+) -> Result<T> {
+    let _active = Active::start();
+    let pool = pool()?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let caller = std::thread::current();
+    let mut out = None;
+    {
+        let (done, out, caller) = (&done, &mut out, &caller);
+        pool.in_place_scope(|scope| {
+            scope.spawn(move |_| {
+                *out = Some(f());
+                done.store(true, Ordering::Release);
+                caller.unpark();
+            });
+            while !done.load(Ordering::Acquire) {
+                std::thread::park_timeout(every);
+                if !done.load(Ordering::Acquire) {
+                    poll();
+                }
+            }
+        });
+    }
+    out.ok_or_else(|| Error::Internal("a job of the pool did not run".into()))
+}
+
 /// Runs `f` on the calling thread: for work that uses no parallel loop (one chunk through
 /// zarrpipe's own decoders), where handing it to a pool thread and waiting for the answer
 /// costs more than it saves. Measured on a 2-vCPU VM: the two wake-ups cost about 60 µs,

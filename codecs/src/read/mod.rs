@@ -177,6 +177,7 @@ impl Array {
             return crate::read::remote::read_remote(self, remote, chain, plans, &target, cache);
         }
         let one = |(i, plan): (usize, &ChunkPlan)| -> Result<bool> {
+            crate::process::interrupt::check()?;
             match source {
                 Source::Supplied(bytes) => match bytes[i] {
                     Some(encoded) => {

@@ -259,11 +259,16 @@ impl Array {
     }
 }
 
-/// `f` over `range`, in parallel when it has several indices.
+/// `f` over `range`, in parallel when it has several indices; each index (a chunk of a
+/// write) first checks that nobody asked the call to stop.
 pub(crate) fn map_indices<T: Send>(
     range: Range<usize>,
     f: impl Fn(usize) -> Result<T> + Sync + Send,
 ) -> Result<Vec<T>> {
+    let f = |i| {
+        crate::process::interrupt::check()?;
+        f(i)
+    };
     if range.len() == 1 {
         range.map(f).collect()
     } else {

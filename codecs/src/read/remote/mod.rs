@@ -248,6 +248,7 @@ pub fn read_remote(
 }
 
 fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>, cache: Option<&ChunkCache>) -> Result<()> {
+    crate::process::interrupt::check()?;
     let decode = |t: &ChunkTarget<'_>, p: &Placement| match &piece.bytes {
         Some(bytes) => decode_chunk(&piece.chain, bytes, p, t, &piece.name),
         None => p
