@@ -6,6 +6,8 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+// ml_dtypes' one-byte floats, created as Zarr v3 data types of the same name.
+use zarrpipe_codecs::dtype::numpy_type::SMALL_FLOATS;
 
 /// NumPy dtype names the engine creates arrays of.
 const NAMES: [&str; 15] = [
@@ -24,21 +26,6 @@ const NAMES: [&str; 15] = [
     "complex64",
     "complex128",
     "bfloat16",
-];
-
-/// ml_dtypes' one-byte floats, created as Zarr v3 data types of the same name.
-const SMALL_FLOATS: [&str; 11] = [
-    "float8_e3m4",
-    "float8_e4m3",
-    "float8_e4m3b11fnuz",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "float4_e2m1fn",
-    "float6_e2m3fn",
-    "float6_e3m2fn",
 ];
 
 /// The data type part of the engine's spec.

@@ -15,7 +15,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use dlpark::DlpackFlags;
-use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
@@ -282,37 +281,10 @@ impl Tensor {
     /// A read-only NumPy array over the tensor's memory, zero-copy.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let owner = Bound::new(py, BytesView::new(self.shared()?))?;
-        let descr = self.descr(py)?;
-        let mut dims: Vec<npy_intp> = self
-            .shape
-            .iter()
-            .map(|&d| npy_intp::try_from(d))
-            .collect::<Result<_, _>>()
-            .map_err(|_| PyValueError::new_err("dimension too large for NumPy"))?;
-        let nd = c_int::try_from(dims.len())
-            .map_err(|_| PyValueError::new_err("too many dimensions"))?;
-        // SAFETY: NewFromDescr steals the descr reference we pass; the data pointer stays
-        // valid as long as `owner` lives, and SetBaseObject makes the array own a reference
-        // to it (stealing the one we pass). WRITEABLE is not set: the array is read-only.
-        unsafe {
-            let array = PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-                descr.into_ptr().cast(),
-                nd,
-                dims.as_mut_ptr(),
-                std::ptr::null_mut(),
-                owner.get().as_ptr().cast_mut().cast(),
-                npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED,
-                std::ptr::null_mut(),
-            );
-            let array = Bound::from_owned_ptr_or_err(py, array)?;
-            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), owner.into_ptr()) != 0
-            {
-                return Err(PyErr::fetch(py));
-            }
-            Ok(array)
-        }
+        let data = owner.get().as_ptr().cast_mut();
+        // SAFETY: `owner` holds a clone of the tensor's bytes, so `data` stays valid while it
+        // lives; the array is read-only.
+        unsafe { self.array_over(py, data, owner.into_any(), false) }
     }
 
     /// NumPy 2 `__array__`: read-only and zero-copy unless a copy or a new dtype is asked for.

@@ -34,6 +34,56 @@ impl Drop for ArrayMemory {
 }
 
 impl Tensor {
+    /// A NumPy array of the tensor's shape and dtype over `data`, which `owner` keeps alive
+    /// (the array's base object): the one place both NumPy faces are made.
+    ///
+    /// # Safety
+    /// `data` must point to the tensor's `nbytes` bytes and stay valid while `owner` lives;
+    /// with `writable`, nobody else may see those bytes.
+    pub(super) unsafe fn array_over<'py>(
+        &self,
+        py: Python<'py>,
+        data: *mut u8,
+        owner: Bound<'py, PyAny>,
+        writable: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let descr = self.descr(py)?;
+        let mut dims: Vec<npy_intp> = self
+            .shape
+            .iter()
+            .map(|&d| npy_intp::try_from(d))
+            .collect::<Result<_, _>>()
+            .map_err(|_| PyValueError::new_err("dimension too large for NumPy"))?;
+        let nd = c_int::try_from(dims.len())
+            .map_err(|_| PyValueError::new_err("too many dimensions"))?;
+        let mut flags = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
+        if writable {
+            flags |= npyffi::NPY_ARRAY_WRITEABLE;
+        }
+        // SAFETY: NewFromDescr steals the descr reference we pass; `data` is valid while
+        // `owner` lives (the caller's contract), and SetBaseObject makes the array own
+        // `owner` (stealing the reference we pass).
+        unsafe {
+            let array = PY_ARRAY_API.PyArray_NewFromDescr(
+                py,
+                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+                descr.into_ptr().cast(),
+                nd,
+                dims.as_mut_ptr(),
+                std::ptr::null_mut(),
+                data.cast(),
+                flags,
+                std::ptr::null_mut(),
+            );
+            let array = Bound::from_owned_ptr_or_err(py, array)?;
+            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), owner.into_ptr()) != 0
+            {
+                return Err(PyErr::fetch(py));
+            }
+            Ok(array)
+        }
+    }
+
     /// The buffer, moved out of the slot when nobody else holds it (else left in place).
     fn take_unique(&self) -> Option<BytesMut> {
         let mut slot = self.lock();
@@ -61,15 +111,6 @@ impl Tensor {
                 .call_method1("array", (self.to_numpy(py)?,));
         };
         let recycle = self.recycle;
-        let descr = self.descr(py)?;
-        let mut dims: Vec<npy_intp> = self
-            .shape
-            .iter()
-            .map(|&d| npy_intp::try_from(d))
-            .collect::<Result<_, _>>()
-            .map_err(|_| PyValueError::new_err("dimension too large for NumPy"))?;
-        let nd = c_int::try_from(dims.len())
-            .map_err(|_| PyValueError::new_err("too many dimensions"))?;
         // Taken before the buffer moves into its owner: moving a BytesMut keeps its memory.
         let data = owned.as_mut_ptr();
         let memory = Bound::new(
@@ -79,31 +120,9 @@ impl Tensor {
                 recycle,
             },
         )?;
-        // SAFETY: NewFromDescr steals the descr reference we pass; `data` points to the
-        // tensor's `nbytes` bytes, which `memory` owns and nobody else sees (the buffer was
-        // uniquely held and moved out of the tensor), so the array may write them; they stay
-        // valid as long as `memory` lives, and SetBaseObject makes the array own it (stealing
-        // the reference we pass).
-        unsafe {
-            let array = PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-                descr.into_ptr().cast(),
-                nd,
-                dims.as_mut_ptr(),
-                std::ptr::null_mut(),
-                data.cast(),
-                npyffi::NPY_ARRAY_C_CONTIGUOUS
-                    | npyffi::NPY_ARRAY_ALIGNED
-                    | npyffi::NPY_ARRAY_WRITEABLE,
-                std::ptr::null_mut(),
-            );
-            let array = Bound::from_owned_ptr_or_err(py, array)?;
-            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), memory.into_ptr()) != 0
-            {
-                return Err(PyErr::fetch(py));
-            }
-            Ok(array)
-        }
+        // SAFETY: `data` points to the tensor's bytes, which `memory` owns and nobody else
+        // sees (the buffer was uniquely held and moved out of the tensor), so the array may
+        // write them.
+        unsafe { self.array_over(py, data, memory.into_any(), true) }
     }
 }

@@ -38,7 +38,7 @@ pub struct NumpyType {
 const NATIVE_BIG: bool = cfg!(target_endian = "big");
 
 /// ml_dtypes' one-byte floats, by their Zarr v3 (and ml_dtypes) names.
-const SMALL_FLOATS: [&str; 11] = [
+pub const SMALL_FLOATS: [&str; 11] = [
     "float8_e3m4",
     "float8_e4m3",
     "float8_e4m3b11fnuz",
