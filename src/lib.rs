@@ -2,6 +2,7 @@
 //! `zarrpipe-codecs` crate in `codecs/`.
 
 mod array;
+mod attributes;
 mod create;
 mod diagnostics;
 mod dtype;
@@ -26,8 +27,16 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::bytes_view::BytesView>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<array::Array>()?;
+    m.add_class::<store::group::Group>()?;
+    m.add_class::<attributes::Attributes>()?;
+    // Attributes behave as a MutableMapping: isinstance checks and code that takes one.
+    m.py()
+        .import("collections.abc")?
+        .getattr("MutableMapping")?
+        .call_method1("register", (m.getattr("Attributes")?,))?;
     m.add_class::<loader::Rows>()?;
     m.add_class::<pipeline::PipelineArray>()?;
+    m.add_function(wrap_pyfunction!(store::open::open, m)?)?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;

@@ -87,6 +87,7 @@ MODULES = {
     "engine.py": {"ArrayEngine", "array_engine"},
     "pipeline.py": {"CodecPipeline", "FallbackWarning"},
     "cli.py": {"main"},
+    "xarray_backend.py": {"ZarrpipeBackendEntrypoint", "ZarrpipeBackendArray"},
     "loader.py": {"BatchLoader"},
     "torch.py": {"ZarrDataset", "to_torch"},
     "jax.py": {"batches", "to_jax"},

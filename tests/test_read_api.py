@@ -251,11 +251,11 @@ def test_missing_store_dir(tmp_path):
     with pytest.raises(FileNotFoundError):
         zarrpipe.Store(str(missing), mode="r")
     assert not missing.parent.exists()
-    # Read-write (the default): created, as zarr-python's mode "a" creates what is missing.
+    # Read-write (the default): nothing is created until the first write.
     store = zarrpipe.Store(str(missing))
-    assert missing.is_dir()
     with pytest.raises(FileNotFoundError):
         store.open_array("a")
+    assert not missing.parent.exists()
     store.create_array("a", shape=(3,), dtype="i2")[...] = [1, 2, 3]
     np.testing.assert_array_equal(
         np.asarray(zarrpipe.Store(str(missing), mode="r").read("a")), [1, 2, 3]

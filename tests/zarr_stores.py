@@ -280,8 +280,11 @@ def assert_moves_out(tensor: zarrpipe.Tensor, expected: np.ndarray, what: str = 
 
 def assert_fill_value(arr: zarrpipe.Array, z: zarr.Array) -> None:
     """`arr.fill_value` is a numpy scalar of the array's (native) dtype equal to zarr-python's
-    (NaN equals NaN, -0.0 differs from 0.0; a v2 null fill value reads as zero)."""
+    (NaN equals NaN, -0.0 differs from 0.0), or None where zarr-python's is (v2 null)."""
     fv = arr.fill_value
+    if z.fill_value is None:
+        assert fv is None, f"fill_value {fv!r} where zarr-python has None"
+        return
     assert isinstance(fv, np.generic), f"fill_value is a {type(fv)}, not a numpy scalar"
     dtype = native(arr.dtype)
     assert fv.dtype == dtype, f"fill_value dtype {fv.dtype} != {dtype}"

@@ -6,6 +6,7 @@ pub mod array;
 pub mod codec;
 pub mod dtype;
 pub mod error;
+pub mod hierarchy;
 pub mod layout;
 pub mod memory;
 pub mod process;

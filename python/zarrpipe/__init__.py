@@ -1,15 +1,18 @@
 """zarrpipe: fast, correct Zarr v2/v3 reads and writes from Python, on a Rust codec pipeline.
 
-Stores, arrays, tensors, errors and the thread pool are importable from here, and so are
-`CodecPipeline` and `FallbackWarning` (loaded with zarr-python on first use). The training
-loaders are not: they live in `zarrpipe.loader`, `zarrpipe.torch` and `zarrpipe.jax`; the
-engine adapter in `zarrpipe.engine`.
+Stores, groups, arrays, `open`, tensors, errors and the thread pool are importable from
+here, and so are `CodecPipeline` and `FallbackWarning` (loaded with zarr-python on first
+use). The training loaders are not: they live in `zarrpipe.loader`, `zarrpipe.torch` and
+`zarrpipe.jax`; the engine adapter in `zarrpipe.engine`, the xarray backend in
+`zarrpipe.xarray_backend`.
 """
 
 from zarrpipe._zarrpipe import (
     Array,
+    Attributes,
     ChecksumError,
     DecodeError,
+    Group,
     MetadataError,
     OwnedTensor,
     Store,
@@ -20,13 +23,16 @@ from zarrpipe._zarrpipe import (
     ZarrpipeError,
     __version__,
     get_num_threads,
+    open,
     set_num_threads,
 )
 
 __all__ = [
     "Array",
+    "Attributes",
     "ChecksumError",
     "DecodeError",
+    "Group",
     "MetadataError",
     "OwnedTensor",
     "Store",
@@ -37,6 +43,7 @@ __all__ = [
     "ZarrpipeError",
     "__version__",
     "get_num_threads",
+    "open",
     "set_num_threads",
 ]
 

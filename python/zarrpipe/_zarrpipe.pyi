@@ -2,7 +2,7 @@
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import EllipsisType
 from typing import Any, Literal, SupportsIndex, TypeAlias, final
 
@@ -16,8 +16,10 @@ else:
 
 __all__ = [
     "Array",
+    "Attributes",
     "ChecksumError",
     "DecodeError",
+    "Group",
     "MetadataError",
     "OwnedTensor",
     "Store",
@@ -33,6 +35,7 @@ __all__ = [
     "_first_touch_stats",
     "_obstore_location",
     "get_num_threads",
+    "open",
     "set_num_threads",
 ]
 
@@ -345,13 +348,41 @@ class Array:
         """Number of chunks (of `chunks`) along each axis."""
     @property
     def fill_value(self) -> Any:
-        """The fill value (what unwritten chunks read as), as a NumPy scalar."""
+        """The fill value (what unwritten chunks read as), as a NumPy scalar; None for a v2
+        array whose metadata says `"fill_value": null` (as zarr-python gives; its missing
+        chunks read as zeros)."""
     @property
     def zarr_format(self) -> Literal[2, 3]:
         """The Zarr format version of the stored metadata."""
     @property
-    def attrs(self) -> dict[str, Any]:
-        """The array's user attributes (a copy: changing it changes nothing stored)."""
+    def metadata(self) -> dict[str, Any]:
+        """The metadata document (v3 `zarr.json`, or v2 `.zarray`) as a dict."""
+    @property
+    def nchunks(self) -> int:
+        """How many chunks the array has (inner chunks of a sharded array), as
+        zarr-python's `nchunks`."""
+    @property
+    def nchunks_initialized(self) -> int:
+        """How many chunks are stored, as zarr-python counts them (every chunk of a stored
+        shard counts). Lists the array's keys."""
+    @property
+    def nshards(self) -> int:
+        """How many values the storage grid has: shards of a sharded array, else chunks."""
+    @property
+    def nshards_initialized(self) -> int:
+        """How many of them are stored; the others read as the fill value. Lists the
+        array's keys."""
+    def nbytes_stored(self) -> int:
+        """Bytes stored under the array's path, chunks and metadata. Lists the array's
+        keys.
+
+        Returns:
+            The number of bytes, as zarr-python's `nbytes_stored()`.
+        """
+    @property
+    def attrs(self) -> Attributes:
+        """The array's user attributes: a mutable mapping; every change is written at once
+        (see `Attributes`)."""
     @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
         """The Zarr v3 dimension names, or None when the metadata has none."""
@@ -563,6 +594,319 @@ class Array:
         """
 
 @final
+class Attributes:
+    """The user attributes of an array or a group, as zarr-python's `Attributes`.
+
+    Reads come from the metadata read when the node was opened (and this node's changes
+    since). Every change (`attrs[k] = v`, `del attrs[k]`, `update`, `put`, `pop`, `clear`)
+    is written at once, as one atomic read-modify-write of the node's metadata document
+    (v3 `zarr.json`, v2 `.zattrs`), under the same protection as chunk writes: two writers
+    changing different attributes both keep theirs. Values must be JSON: dicts with str
+    keys, lists, str, int, float (not NaN or infinite), bool, None; NumPy values are stored
+    as their Python values. Registered as a `collections.abc.MutableMapping`.
+    """
+
+    def __getitem__(self, key: str, /) -> Any:
+        """The value of one attribute.
+
+        Args:
+            key: The attribute's name.
+
+        Returns:
+            Its value (dicts, lists, str, int, float, bool or None).
+
+        Raises:
+            KeyError: No attribute `key`.
+        """
+    def __setitem__(self, key: str, value: Any, /) -> None:
+        """Sets one attribute and writes it.
+
+        Args:
+            key: The attribute's name.
+            value: A JSON value.
+
+        Raises:
+            ValueError: NaN, an infinity, or an int beyond 64 bits.
+            TypeError: A value JSON cannot hold.
+            PermissionError: The store is read-only.
+        """
+    def __delitem__(self, key: str, /) -> None:
+        """Removes one attribute and writes the change.
+
+        Args:
+            key: The attribute's name.
+
+        Raises:
+            KeyError: No attribute `key`.
+        """
+    def __contains__(self, key: object, /) -> bool:
+        """Whether there is an attribute `key`.
+
+        Args:
+            key: The name.
+
+        Returns:
+            True if there is.
+        """
+    def __iter__(self) -> Iterator[str]:
+        """The attribute names.
+
+        Returns:
+            An iterator over them, in stored order.
+        """
+    def __len__(self) -> int:
+        """How many attributes there are.
+
+        Returns:
+            The count.
+        """
+    def __eq__(self, other: object, /) -> bool:
+        """Whether the attributes equal `other` (a mapping).
+
+        Args:
+            other: What to compare with.
+
+        Returns:
+            True if equal.
+        """
+    def keys(self) -> list[str]:
+        """The attribute names.
+
+        Returns:
+            The names, in stored order.
+        """
+    def values(self) -> list[Any]:
+        """The attribute values.
+
+        Returns:
+            The values, in stored order.
+        """
+    def items(self) -> list[tuple[str, Any]]:
+        """The attributes as pairs.
+
+        Returns:
+            (name, value) pairs, in stored order.
+        """
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of `key`, or `default`.
+
+        Args:
+            key: The attribute's name.
+            default: What a missing attribute gives.
+
+        Returns:
+            The value, or `default`.
+        """
+    def update(self, other: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        """Sets every attribute given, keeping the others, in one write.
+
+        Args:
+            other: A mapping of attributes.
+            **kwargs: More attributes.
+        """
+    def pop(self, key: str, *default: Any) -> Any:
+        """Removes `key` (written at once) and returns its value.
+
+        Args:
+            key: The attribute's name.
+            *default: What to return when `key` is missing (else KeyError).
+
+        Returns:
+            The removed value, or the default.
+        """
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """The value of `key`, set to `default` (and written) first if it is missing.
+
+        Args:
+            key: The attribute's name.
+            default: The value to set when missing.
+
+        Returns:
+            The value.
+        """
+    def clear(self) -> None:
+        """Removes every attribute, in one write."""
+    def put(self, d: Mapping[str, Any]) -> None:
+        """Replaces all attributes with `d`, in one write.
+
+        Args:
+            d: The new attributes.
+        """
+    def asdict(self) -> dict[str, Any]:
+        """The attributes as a plain dict.
+
+        Returns:
+            A new dict (changing it changes nothing stored).
+        """
+
+@final
+class Group:
+    """A Zarr group (v2 or v3), with zarr-python's `Group` names.
+
+    Get one from `Store.open_group`, `Store.create_group` or `zarrpipe.open`. Members are
+    opened on access: `group["a/b"]` is an `Array` or a `Group`. A group opened with
+    consolidated metadata lists the members that metadata lists (as zarr-python does),
+    without listing the store; once it creates a member, it lists the store. A Group
+    pickles as its store and path.
+    """
+
+    @property
+    def path(self) -> str:
+        """The group's path in its store (`""` for the root)."""
+    @property
+    def name(self) -> str:
+        """`"/"` followed by the path."""
+    @property
+    def basename(self) -> str:
+        """The last component of the path."""
+    @property
+    def store(self) -> Store:
+        """The store the group is in."""
+    @property
+    def zarr_format(self) -> Literal[2, 3]:
+        """The group's Zarr format."""
+    @property
+    def read_only(self) -> bool:
+        """Whether its store refuses writes."""
+    @property
+    def attrs(self) -> Attributes:
+        """The group's user attributes (see `Attributes`)."""
+    def __getitem__(self, key: str, /) -> Array | Group:
+        """A member.
+
+        Args:
+            key: A member's name, or a path below this group (`"a/b"`).
+
+        Returns:
+            The member, opened: an `Array` or a `Group`.
+
+        Raises:
+            KeyError: No member there.
+        """
+    def get(self, key: str, default: Any = None) -> Array | Group | Any:
+        """A member, or `default`.
+
+        Args:
+            key: A member's name or path.
+            default: What a missing member gives.
+
+        Returns:
+            The member, or `default`.
+        """
+    def __contains__(self, key: str, /) -> bool:
+        """Whether there is a member at `key`.
+
+        Args:
+            key: A member's name or path.
+
+        Returns:
+            True if there is.
+        """
+    def __iter__(self) -> Iterator[str]:
+        """The names of the direct members.
+
+        Returns:
+            An iterator over them, sorted.
+        """
+    def __len__(self) -> int:
+        """How many direct members there are.
+
+        Returns:
+            The count.
+        """
+    def keys(self) -> list[str]:
+        """The names of the direct members.
+
+        Returns:
+            The names, sorted.
+        """
+    def members(self, max_depth: int | None = 0) -> list[tuple[str, Array | Group]]:
+        """The members, opened.
+
+        Args:
+            max_depth: How many levels below the direct members to include (0: the direct
+                members only; None: the whole sub-hierarchy).
+
+        Returns:
+            (name, member) pairs, deeper members named by their path relative to this
+            group.
+        """
+    def arrays(self) -> list[tuple[str, Array]]:
+        """The direct member arrays.
+
+        Returns:
+            (name, Array) pairs, sorted by name.
+        """
+    def groups(self) -> list[tuple[str, Group]]:
+        """The direct member groups.
+
+        Returns:
+            (name, Group) pairs, sorted by name.
+        """
+    def array_keys(self) -> list[str]:
+        """The names of the direct member arrays.
+
+        Returns:
+            The names, sorted.
+        """
+    def group_keys(self) -> list[str]:
+        """The names of the direct member groups.
+
+        Returns:
+            The names, sorted.
+        """
+    def create_array(self, name: str, **kwargs: Any) -> Array:
+        """Creates an array in this group.
+
+        Args:
+            name: Its name (or a path below this group).
+            **kwargs: `Store.create_array`'s arguments; the group's Zarr format unless
+                `zarr_format` is given.
+
+        Returns:
+            The new array.
+        """
+    def create_group(
+        self,
+        name: str,
+        attributes: dict[str, Any] | None = None,
+        *,
+        zarr_format: Literal[2, 3] | None = None,
+    ) -> Group:
+        """Creates a group in this group (an existing one is kept, its attributes replaced
+        when `attributes` is given).
+
+        Args:
+            name: Its name (or a path below this group).
+            attributes: Its user attributes.
+            zarr_format: Its format; this group's by default.
+
+        Returns:
+            The group.
+        """
+    def require_group(self, name: str) -> Group:
+        """The member group `name`, created if missing.
+
+        Args:
+            name: Its name (or a path below this group).
+
+        Returns:
+            The group.
+
+        Raises:
+            TypeError: An array is there.
+        """
+    def tree(self, level: int | None = None) -> str:
+        """The hierarchy below this group as text, one member per line.
+
+        Args:
+            level: How many levels to show (None: all).
+
+        Returns:
+            The tree: groups by name, arrays with their shape and dtype.
+        """
+
+@final
 class Store:
     """A Zarr store (v2 or v3): a local directory or an object store.
 
@@ -579,7 +923,7 @@ class Store:
         cls,
         path: str | os.PathLike[str],
         *,
-        mode: Literal["r", "a", "r+"] | None = None,
+        mode: Literal["r", "r+", "a", "w", "w-"] | None = None,
         cache_bytes: int = 0,
         options: dict[str, str] | None = None,
         timeout: float = 30.0,
@@ -598,11 +942,16 @@ class Store:
         "Concurrent writers", for what holds on network file systems and other stores.
 
         Args:
-            path: A local directory (a path or a `file://` URL; created with its parents if
-                missing, unless `mode="r"`), or an object store URL: `s3://bucket/prefix`,
-                `gs://bucket/prefix`, `az://container/prefix`, `http(s)://host/path`.
-            mode: `"a"` (or `"r+"`): read and write, the default except for http(s)://
-                stores; `"r"`: read-only, writes raise PermissionError.
+            path: A local directory (a path or a `file://` URL), or an object store URL:
+                `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`,
+                `http(s)://host/path`. Opening never creates anything: a missing local
+                directory is created by the first write.
+            mode: zarr-python's modes. `"r"`: read-only (writes raise PermissionError),
+                the store must exist; `"r+"`: read and write, the store must exist; `"a"`:
+                read and write, created by the first write (the default, except for
+                http(s):// stores, `"r"`); `"w"`: deletes everything in the store now,
+                then as `"a"`; `"w-"`: as `"a"`, but FileExistsError unless the store is
+                empty.
             cache_bytes: Above 0, an LRU cache of decoded chunks of at most this many bytes,
                 shared by the store's arrays.
             options: object_store's settings for object stores, as obstore takes them
@@ -624,11 +973,15 @@ class Store:
             The store. Nothing is read until an array is opened.
 
         Raises:
-            FileNotFoundError: With `mode="r"`, a local directory that does not exist.
-            OSError: A missing local directory that cannot be created.
+            FileNotFoundError: With `mode="r"` or `"r+"`, a local directory that does not
+                exist.
+            FileExistsError: With `mode="w-"`, a store that is not empty.
             ValueError: An unknown `mode`, URL scheme, option or `conditional_writes`; a
                 `timeout` that is not positive; `concurrency` 0.
         """
+    @property
+    def mode(self) -> Literal["r", "r+", "a", "w", "w-"]:
+        """The mode the store was opened with."""
     @property
     def read_only(self) -> bool:
         """Whether writes are refused (`mode="r"`, and http(s):// stores by default)."""
@@ -763,12 +1116,12 @@ class Store:
         """
     def create_group(
         self,
-        path: str,
+        path: str = "",
         attributes: dict[str, Any] | None = None,
         *,
         zarr_format: Literal[2, 3] = 3,
-    ) -> None:
-        """Creates a group, and any missing parent groups.
+    ) -> Group:
+        """Creates a group, and any missing parent groups, and returns it.
 
         Args:
             path: Where, in the store (`""` is the root).
@@ -776,10 +1129,47 @@ class Store:
                 this is given.
             zarr_format: 3 (the default) or 2.
 
+        Returns:
+            The group, open.
+
         Raises:
             FileExistsError: An array is at `path`.
             PermissionError: The store is read-only.
             TypeError: `attributes` is not a dict.
+        """
+    def open_group(self, path: str = "", *, use_consolidated: bool | None = None) -> Group:
+        """Opens the group at `path`.
+
+        Args:
+            path: The group's path in the store (`""` is the root group).
+            use_consolidated: None (the default) reads the group's consolidated metadata
+                when it has some, as zarr-python does: its members are then the ones that
+                metadata lists, found without listing the store. True requires it; False
+                ignores it and lists the store.
+
+        Returns:
+            The group.
+
+        Raises:
+            FileNotFoundError: No group at `path` (nothing, or an array).
+            ValueError: `use_consolidated=True` and the group has no consolidated metadata.
+            MetadataError: Metadata that does not parse.
+        """
+    def consolidate(self, path: str = "") -> Group:
+        """Writes the consolidated metadata of the group at `path`, as
+        `zarr.consolidate_metadata` does (v3: into the group's `zarr.json`; v2: a
+        `.zmetadata` document), so that opening and walking the hierarchy reads one
+        document and lists nothing.
+
+        Args:
+            path: The group's path (`""` is the root group).
+
+        Returns:
+            The group, opened with its new consolidated metadata.
+
+        Raises:
+            FileNotFoundError: No group at `path`.
+            PermissionError: The store is read-only.
         """
     def write(self, path: str, selection: _Selection | None, value: npt.ArrayLike) -> None:
         """Writes values into a selection of the array at `path` (see `Array.write`).
@@ -962,3 +1352,38 @@ def _first_touch_stats() -> dict[str, Any]:
     """What faulting in fresh output buffers has cost this process, per page size ("base",
     "huge": dicts of 2 MiB steps, slow steps (memory the host had to fault in) and seconds),
     and "switches", how often the page size changed."""
+
+def open(
+    store: Store | str | os.PathLike[str],
+    *,
+    mode: Literal["r", "r+", "a", "w", "w-"] = "a",
+    path: str = "",
+    zarr_format: Literal[2, 3] | None = None,
+    use_consolidated: bool | None = None,
+    **kwargs: Any,
+) -> Array | Group:
+    """Opens the array or group at `path`, as `zarr.open` does.
+
+    Opening never creates anything on disk or in a bucket in modes "r", "r+" and "a".
+
+    Args:
+        store: A `Store`, a local path or an object store URL.
+        mode: `"r"` and `"r+"`: what is at `path` must exist (read-only / read-write);
+            `"a"`: a missing path gives an empty `Group` that its first write (an attribute,
+            a member) creates; `"w"`: deletes what is at `path`, then creates; `"w-"`:
+            FileExistsError if anything is at `path`, then creates.
+        path: The node's path in the store (`""`: the root).
+        zarr_format: The format of what is created (default 3).
+        use_consolidated: As in `Store.open_group`.
+        **kwargs: `Store`'s keyword arguments (`options`, `cache_bytes`, `timeout`, ...)
+            when `store` is a location; `shape`, `dtype` and `Store.create_array`'s other
+            arguments to create an array where `"w"`, `"w-"` or `"a"` create.
+
+    Returns:
+        An `Array` or a `Group`.
+
+    Raises:
+        FileNotFoundError: Nothing at `path` with `mode="r"` or `"r+"`.
+        FileExistsError: Something at `path` with `mode="w-"`.
+        TypeError: Array arguments without `shape`.
+    """

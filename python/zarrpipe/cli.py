@@ -15,7 +15,10 @@ def _csv(value: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from zarrpipe import __version__
+
     p = argparse.ArgumentParser(prog="zarrpipe", description=__doc__)
+    p.add_argument("--version", action="version", version=f"zarrpipe {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="{bench,info}")
 
     b = sub.add_parser(
@@ -103,14 +106,30 @@ def _parser() -> argparse.ArgumentParser:
         help="list implementations (with availability), workloads and datasets",
     )
 
-    i = sub.add_parser("info", help="list a store's arrays and groups, or show an array")
+    i = sub.add_parser(
+        "info",
+        help="list a store's arrays and groups, or show one",
+        description="Lists every array (shape, dtype, chunks, codecs, chunks stored and "
+        "bytes stored) and group of a store, or describes the array or group at PATH. "
+        "Opens the store read-only: nothing is created.",
+    )
     i.add_argument(
         "store",
         help="a Zarr store, as zarrpipe.Store opens it: a local directory, or a file://, "
-        "s3://, gs://, az:// or https:// URL (credentials come from the environment; no "
-        "store options can be given here, so an http:// URL, which needs allow_http, fails)",
+        "s3://, gs://, az:// or http(s):// URL (credentials come from the environment or "
+        "--option)",
     )
-    i.add_argument("path", nargs="?", help="an array in the store: print its metadata")
+    i.add_argument("path", nargs="?", help="an array or group in the store: describe it")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an object-store option, as Store(options=...) takes it (aws_endpoint, "
+        "aws_region, aws_skip_signature, allow_http...); repeat for more",
+    )
+    return p
     return p
 
 
@@ -209,67 +228,200 @@ def bench(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _describe(array) -> list[str]:
-    lines = [
-        f"path:        /{array.path}",
-        f"zarr_format: {array.zarr_format}",
-        f"shape:       {tuple(array.shape)}",
-        f"dtype:       {array.dtype}",
-        f"chunks:      {tuple(array.chunks)}",
-    ]
+def _codec_names(metadata: dict) -> list[str]:
+    """The codec chain of an array's metadata document, one short name each: v3 codecs
+    (a shard's inner chain in brackets), or v2 filters and compressor."""
+
+    def v3(codec: dict) -> str:
+        name = codec.get("name", "?")
+        config = codec.get("configuration") or {}
+        if name == "sharding_indexed":
+            inner = ", ".join(v3(c) for c in config.get("codecs", []))
+            return f"sharding_indexed[{inner}]"
+        shown = {k: v for k, v in config.items() if k in ("level", "cname", "clevel", "typesize")}
+        args = ",".join(f"{k}={v}" for k, v in shown.items())
+        return f"{name}({args})" if args else name
+
+    if metadata.get("zarr_format") == 3:
+        return [v3(c) for c in metadata.get("codecs", [])]
+    chain = [f.get("id", "?") for f in metadata.get("filters") or []]
+    compressor = metadata.get("compressor")
+    if compressor:
+        shown = {k: v for k, v in compressor.items() if k in ("level", "cname", "clevel")}
+        args = ",".join(f"{k}={v}" for k, v in shown.items())
+        chain.append(f"{compressor.get('id', '?')}({args})" if args else compressor.get("id", "?"))
+    return chain
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _array_record(array) -> dict:
+    """What `info` says of an array, JSON-ready."""
+    metadata = array.metadata
+    stored = array.nshards_initialized  # one listing (nchunks_initialized would be another)
+    per_shard = 1
     if array.shards is not None:
-        lines.append(f"shards:      {tuple(array.shards)}")
-    lines += [
-        f"chunk grid:  {tuple(array.chunk_grid_shape)}",
-        f"fill_value:  {array.fill_value}",
-        f"nbytes:      {array.nbytes} ({array.nbytes / 2**20:.1f} MiB decoded)",
+        for s, c in zip(array.shards, array.chunks, strict=True):
+            per_shard *= s // max(c, 1)
+    return {
+        "path": "/" + array.path,
+        "kind": "array",
+        "zarr_format": array.zarr_format,
+        "shape": list(array.shape),
+        "dtype": str(array.dtype),
+        "chunks": list(array.chunks),
+        "shards": list(array.shards) if array.shards is not None else None,
+        "fill_value": metadata.get("fill_value"),
+        "codecs": _codec_names(metadata),
+        "dimension_names": (
+            list(array.dimension_names) if array.dimension_names is not None else None
+        ),
+        "attributes": dict(array.attrs),
+        "nbytes": array.nbytes,
+        # Stored values: shards of a sharded array, else chunks.
+        "stored": stored,
+        "stored_of": array.nshards,
+        "chunks_stored": stored * per_shard,
+        "chunks_total": array.nchunks,
+        "bytes_stored": array.nbytes_stored(),
+        "decoder": "zarrs fallback: " + array.fallback_reason
+        if array.fallback_reason
+        else "zarrpipe",
+    }
+
+
+def _group_record(group) -> dict:
+    return {
+        "path": "/" + group.path,
+        "kind": "group",
+        "zarr_format": group.zarr_format,
+        "attributes": dict(group.attrs),
+    }
+
+
+def _describe(r: dict) -> list[str]:
+    if r["kind"] == "group":
+        lines = [
+            f"path:        {r['path']}",
+            "kind:        group",
+            f"zarr_format: {r['zarr_format']}",
+        ]
+        if r["attributes"]:
+            lines.append(f"attributes:  {r['attributes']}")
+        return lines
+    lines = [
+        f"path:        {r['path']}",
+        f"zarr_format: {r['zarr_format']}",
+        f"shape:       {tuple(r['shape'])}",
+        f"dtype:       {r['dtype']}",
+        f"chunks:      {tuple(r['chunks'])}",
     ]
-    if array.dimension_names is not None:
-        lines.append(f"dims:        {tuple(array.dimension_names)}")
-    if array.attrs:
-        lines.append(f"attributes:  {array.attrs}")
-    if array.fallback_reason:
-        lines.append(f"decoder:     zarrs fallback ({array.fallback_reason})")
+    if r["shards"] is not None:
+        lines.append(f"shards:      {tuple(r['shards'])}")
+    stored = "shards" if r["shards"] is not None else "chunks"
+    lines += [
+        f"codecs:      {', '.join(r['codecs']) or '(none)'}",
+        f"fill_value:  {r['fill_value']}",
+        f"nbytes:      {r['nbytes']} ({_size(r['nbytes'])} decoded)",
+        f"stored:      {r['stored']} of {r['stored_of']} {stored}, "
+        f"{r['bytes_stored']} bytes ({_size(r['bytes_stored'])})",
+    ]
+    if r["dimension_names"] is not None:
+        lines.append(f"dims:        {tuple(r['dimension_names'])}")
+    if r["attributes"]:
+        lines.append(f"attributes:  {r['attributes']}")
+    lines.append(f"decoder:     {r['decoder']}")
     return lines
 
 
+def _line(r: dict) -> str:
+    if r["kind"] == "group":
+        return f"group  {r['path']}"
+    shards = f" shards={tuple(r['shards'])}" if r["shards"] is not None else ""
+    stored = "shards" if r["shards"] is not None else "chunks"
+    return (
+        f"array  {r['path']:31s} {tuple(r['shape'])} {r['dtype']} "
+        f"chunks={tuple(r['chunks'])}{shards} codecs=[{', '.join(r['codecs'])}] "
+        f"stored={r['stored']}/{r['stored_of']} {stored}, {_size(r['bytes_stored'])}"
+    )
+
+
 def info(args: argparse.Namespace) -> int:
+    import json
+
     import zarrpipe
 
+    options = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"zarrpipe info: --option takes KEY=VALUE, not {item!r}", file=sys.stderr)
+            return 2
+        options[key] = value
     try:
-        store = zarrpipe.Store(args.store)
+        store = zarrpipe.Store(args.store, mode="r", options=options or None)
         if args.path is not None:
-            print("\n".join(_describe(store.open_array(args.path))))
-            return 0
-        for path, kind in store.list():
-            if kind == "array":
-                a = store.open_array(path)
-                shards = f" shards={tuple(a.shards)}" if a.shards is not None else ""
-                print(
-                    f"array  /{path:30s} {tuple(a.shape)} {a.dtype} "
-                    f"chunks={tuple(a.chunks)}{shards}"
-                )
-            else:
-                print(f"group  /{path}")
-    except (OSError, zarrpipe.ZarrpipeError) as e:
-        print(f"zarrpipe info: {e}", file=sys.stderr)
+            node = zarrpipe.open(store, mode="r", path=args.path)
+            records = [
+                _array_record(node) if isinstance(node, zarrpipe.Array) else _group_record(node)
+            ]
+            if isinstance(node, zarrpipe.Group):
+                records += [
+                    _array_record(m) if isinstance(m, zarrpipe.Array) else _group_record(m)
+                    for _, m in node.members(max_depth=None)
+                ]
+        else:
+            nodes = store.list()
+            if not nodes:
+                raise FileNotFoundError(f"no Zarr array or group in {args.store}")
+            root = store.open_group() if ("", "group") in nodes else None
+            records = []
+            for path, kind in nodes:
+                if kind == "group":
+                    group = root if path == "" else store.open_group(path)
+                    records.append(_group_record(group))
+                elif root is not None and path:
+                    records.append(_array_record(root[path]))
+                else:
+                    records.append(_array_record(store.open_array(path)))
+    except (OSError, KeyError, zarrpipe.ZarrpipeError) as e:
+        print(f"zarrpipe info: {args.store}: {e}", file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps({"store": args.store, "nodes": records}, indent=2))
+    elif args.path is not None:
+        print("\n".join(_describe(records[0])))
+        for r in records[1:]:
+            print(_line(r))
+    else:
+        for r in records:
+            print(_line(r))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `zarrpipe` command (also `python -m zarrpipe`).
 
-    `zarrpipe info STORE [ARRAY]` lists a store's arrays and groups, or prints one array's
-    metadata (STORE is what `zarrpipe.Store` opens without options: a local directory or a
-    `file://`, `s3://`, `gs://`, `az://` or `https://` URL); `zarrpipe bench [options]` runs
-    the throughput benchmark (see `zarrpipe bench -h`).
+    `zarrpipe info STORE [PATH] [--json] [--option KEY=VALUE ...]` lists a store's arrays
+    (with codecs, chunks stored and bytes stored) and groups, or describes the node at PATH
+    (STORE is what `zarrpipe.Store` opens: a local directory or a `file://`, `s3://`,
+    `gs://`, `az://` or `http(s)://` URL; it is opened read-only and nothing is created);
+    `zarrpipe bench [options]` runs the throughput benchmark (see `zarrpipe bench -h`);
+    `zarrpipe --version` prints the version.
 
     Args:
         argv: The arguments after the program name; None reads `sys.argv`.
 
     Returns:
-        The exit status: 0 on success, 1 when `info` fails or a benchmark row fails.
+        The exit status: 0 on success, 1 when `info` fails (a missing store, array or
+        group, or metadata that does not parse) or a benchmark row fails, 2 for a bad
+        `--option`.
 
     Raises:
         SystemExit: On a usage error (from argparse), or an invalid benchmark option.

@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::read::cache::ChunkCache;
 
+use crate::attributes::{AttrState, Attributes};
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
 use crate::selection::{self, kind_request, request, Kind, Request};
@@ -31,6 +32,8 @@ pub struct Array {
     /// the unpickler), and the metadata it was opened with when the caller gave it (else it
     /// is read from the store again).
     origin: Option<(Py<PyAny>, Option<String>)>,
+    /// `attrs`, made on first use and shared by every `attrs` object of this array.
+    attrs: std::sync::OnceLock<Arc<AttrState>>,
 }
 
 /// The NumPy dtype of an engine array's elements: its real type for the types the engine
@@ -77,6 +80,7 @@ impl Array {
             cache,
             write_empty_chunks,
             origin,
+            attrs: std::sync::OnceLock::new(),
         }
     }
 
@@ -170,8 +174,16 @@ impl Array {
         PyTuple::new(py, self.array.chunk_grid_shape())
     }
 
+    /// The fill value: a NumPy scalar of the array's dtype (str or bytes for variable-length
+    /// data), or None for a v2 array whose metadata says `"fill_value": null`, as
+    /// zarr-python gives (its missing chunks still read as zeros).
     #[getter]
     fn fill_value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if self.array.info.zarr_format == 2
+            && self.array.metadata_json().get("fill_value") == Some(&serde_json::Value::Null)
+        {
+            return Ok(py.None().into_bound(py));
+        }
         let np = py.import("numpy")?;
         if let Some(kind) = self.array.info.variable {
             return Ok(match kind {
@@ -193,10 +205,19 @@ impl Array {
         self.array.info.zarr_format
     }
 
+    /// The array's attributes: a mutable mapping whose changes are written at once.
     #[getter]
-    fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        py.import("json")?
-            .call_method1("loads", (&self.array.info.attributes,))
+    fn attrs(&self) -> Attributes {
+        let state = self.attrs.get_or_init(|| {
+            let i = &self.array.info;
+            AttrState::from_json(
+                self.array.store().clone(),
+                i.path.clone(),
+                i.zarr_format,
+                &i.attributes,
+            )
+        });
+        Attributes::new(state.clone())
     }
 
     #[getter]
@@ -207,6 +228,55 @@ impl Array {
             .as_ref()
             .map(|names| PyTuple::new(py, names))
             .transpose()
+    }
+
+    /// The metadata document (v3 `zarr.json` or v2 `.zarray`), as a dict.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?
+            .call_method1("loads", (self.array.metadata_json().to_string(),))
+    }
+
+    /// How many chunks the array has (inner chunks, for a sharded array), as
+    /// zarr-python's `nchunks`.
+    #[getter]
+    fn nchunks(&self) -> u64 {
+        self.array.chunk_grid_shape().iter().product()
+    }
+
+    /// How many chunks are stored, as zarr-python's `nchunks_initialized` counts them: every
+    /// chunk of a stored shard counts. Lists the array's keys.
+    #[getter]
+    fn nchunks_initialized(&self, py: Python<'_>) -> PyResult<u64> {
+        let per_shard: u64 = match &self.array.info.shards {
+            Some(shards) => shards
+                .iter()
+                .zip(&self.array.info.chunks)
+                .map(|(s, c)| s / c.max(&1))
+                .product(),
+            None => 1,
+        };
+        Ok(self.nshards_initialized(py)? * per_shard)
+    }
+
+    /// How many values the storage grid has: shards of a sharded array, else chunks.
+    #[getter]
+    fn nshards(&self) -> u64 {
+        self.array.stored_chunk_count()
+    }
+
+    /// How many of them are stored (the others read as the fill value). Lists the array's
+    /// keys.
+    #[getter]
+    fn nshards_initialized(&self, py: Python<'_>) -> PyResult<u64> {
+        let array = self.array.clone();
+        Ok(crate::runtime::run(py, move || array.stored())?.0)
+    }
+
+    /// Bytes stored under the array's path: chunks and metadata. Lists the array's keys.
+    fn nbytes_stored(&self, py: Python<'_>) -> PyResult<u64> {
+        let array = self.array.clone();
+        Ok(crate::runtime::run(py, move || array.stored())?.2)
     }
 
     /// Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if

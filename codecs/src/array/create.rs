@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::array::Array;
 use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
-use crate::store::listing::{node_kind, NodeKind};
+use crate::hierarchy::listing::{node_kind, NodeKind};
 use crate::store::{key_prefix, node_path, Store};
 
 /// What to create (zarr-python's `create_array` arguments, normalised to JSON).

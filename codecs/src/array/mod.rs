@@ -280,6 +280,44 @@ impl Array {
         &self.chunk_shape
     }
 
+    /// The array's metadata document as zarrs holds it (v3 `zarr.json`, or v2 `.zarray`).
+    #[must_use]
+    pub fn metadata_json(&self) -> Value {
+        serde_json::to_value(self.zarrs.metadata()).unwrap_or(Value::Null)
+    }
+
+    /// The number of stored chunks (shards) in the storage grid.
+    #[must_use]
+    pub fn stored_chunk_count(&self) -> u64 {
+        self.info
+            .shape
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(&n, &c)| if c == 0 { 0 } else { n.div_ceil(c) })
+            .product()
+    }
+
+    /// What the array stores: (how many chunk or shard values, their bytes, and every
+    /// byte under the array's prefix, metadata included).
+    pub fn stored(&self) -> Result<(u64, u64, u64)> {
+        let values = self
+            .store
+            .stored_values(&crate::store::key_prefix(&self.info.path))?;
+        let total = values.iter().map(|(_, n)| n).sum();
+        let chunks: Vec<&(String, u64)> = values
+            .iter()
+            .filter(|(k, _)| {
+                let name = k.rsplit('/').next().unwrap_or(k);
+                !name.starts_with('.') && name != "zarr.json"
+            })
+            .collect();
+        Ok((
+            chunks.len() as u64,
+            chunks.iter().map(|(_, n)| n).sum(),
+            total,
+        ))
+    }
+
     /// The store the array lives in.
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {
@@ -492,5 +530,6 @@ fn open_error(store: &Store, node: &str, err: ArrayCreateError) -> Error {
 
 /// Whether `node` holds group metadata (v3 `zarr.json` with `node_type: group`, or v2 `.zgroup`).
 pub(crate) fn is_group(store: &Store, node: &str) -> bool {
-    crate::store::listing::node_kind(store, node) == Some(crate::store::listing::NodeKind::Group)
+    crate::hierarchy::listing::node_kind(store, node)
+        == Some(crate::hierarchy::listing::NodeKind::Group)
 }

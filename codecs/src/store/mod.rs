@@ -6,8 +6,8 @@
 //! Uses `memory` (pooled buffers) and `process` (the I/O runtime survives `fork`), nothing
 //! about codecs or arrays.
 
+mod inventory;
 pub mod key_turns;
-pub mod listing;
 pub mod local_read;
 pub mod local_write;
 pub mod ranged;
@@ -133,15 +133,76 @@ impl Store {
         })
     }
 
-    /// A local directory store for reading and writing: a missing directory is created
-    /// (with its parents), as zarr-python's mode "a" creates what is not there.
-    pub fn open_local_creating(path: impl AsRef<Path>) -> Result<Self> {
+    /// A local directory store that may not exist yet: nothing is created until the first
+    /// write (which makes the directories it needs), as zarr-python's modes "a" and "w" do.
+    /// A missing directory reads as an empty store.
+    pub fn open_local_lazily(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        if !path.exists() {
-            std::fs::create_dir_all(path)
-                .map_err(|e| Error::storage(&path.display().to_string(), e))?;
+        match std::fs::metadata(path) {
+            Ok(_) => Self::open_local(path),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                if path.parent().is_some_and(|p| p.is_file()) {
+                    return Err(Error::NotFound(format!(
+                        "{} cannot be created: its parent is a file",
+                        path.display()
+                    )));
+                }
+                let zarrs = FilesystemStore::new(path).map_err(|e| {
+                    Error::storage(
+                        &path.display().to_string(),
+                        std::io::Error::other(e.to_string()),
+                    )
+                })?;
+                let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                Ok(Self {
+                    backend: Backend::Local(path.to_path_buf()),
+                    zarrs: Arc::new(zarrs),
+                    description: path.display().to_string(),
+                    read_only: false,
+                    turn_scope: format!("file:{}", absolute.display()),
+                    durable: false,
+                })
+            }
+            Err(e) => Err(Error::storage(&path.display().to_string(), e)),
         }
-        Self::open_local(path)
+    }
+
+    /// Whether the store holds no value at all under `prefix` (`""`: the whole store).
+    pub fn is_empty_under(&self, prefix: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Local(root) => {
+                let dir = root.join(prefix.trim_matches('/'));
+                match std::fs::read_dir(&dir) {
+                    Ok(mut entries) => Ok(entries.next().is_none()),
+                    Err(e)
+                        if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
+                    {
+                        Ok(true)
+                    }
+                    Err(e) => Err(Error::storage(prefix, e)),
+                }
+            }
+            Backend::Remote(remote) => {
+                let (r, p) = (remote.clone(), prefix.to_owned());
+                Ok(remote
+                    .block_on(async move { r.list_keys(&p).await })?
+                    .is_empty())
+            }
+            Backend::Memory(_) | Backend::Zarrs => {
+                use zarrs::storage::{ListableStorageTraits, StorePrefix};
+                let p = if prefix.is_empty() {
+                    StorePrefix::root()
+                } else {
+                    StorePrefix::new(format!("{}/", prefix.trim_matches('/')))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                };
+                let keys = self
+                    .zarrs
+                    .list_prefix(&p)
+                    .map_err(|e| zarrs_storage_error(prefix, &e))?;
+                Ok(keys.is_empty())
+            }
+        }
     }
 
     /// The same store, refusing writes (`mode="r"`).

@@ -505,6 +505,30 @@ impl Remote {
         }
     }
 
+    /// Every key under `prefix` with its stored size (one LIST, paged by object_store).
+    pub async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
+        use futures::TryStreamExt;
+        self.counts.lists.fetch_add(1, Ordering::Relaxed);
+        let listed: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&self.path(prefix)))
+            .try_collect()
+            .await
+            .map_err(|e| storage_error(prefix, e))?;
+        let strip = if self.prefix.as_ref().is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        Ok(listed
+            .into_iter()
+            .filter_map(|m| {
+                let key = m.location.as_ref().strip_prefix(&strip)?.to_owned();
+                Some((key, m.size))
+            })
+            .collect())
+    }
+
     pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
         use futures::TryStreamExt;
         self.counts.lists.fetch_add(1, Ordering::Relaxed);
@@ -523,6 +547,23 @@ impl Remote {
         Ok(listed
             .into_iter()
             .filter_map(|m| m.location.as_ref().strip_prefix(&strip).map(str::to_owned))
+            .collect())
+    }
+
+    /// The names of the "directories" directly under `prefix` (one LIST with a delimiter,
+    /// so a group's chunk keys are not listed).
+    pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>> {
+        self.counts.lists.fetch_add(1, Ordering::Relaxed);
+        let base = self.path(prefix);
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&base))
+            .await
+            .map_err(|e| storage_error(prefix, e))?;
+        Ok(listed
+            .common_prefixes
+            .into_iter()
+            .filter_map(|p| p.filename().map(str::to_owned))
             .collect())
     }
 

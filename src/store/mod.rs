@@ -1,4 +1,12 @@
-//! `zarrpipe.Store`: a Zarr store, the arrays opened in it and its chunk cache.
+//! `zarrpipe.Store`: a Zarr store, the arrays and groups opened in it and its chunk cache;
+//! `zarrpipe.Group` (`group`), `zarrpipe.open` (`open`) and zarr-python's modes (`mode`).
+
+pub mod group;
+mod mode;
+pub mod open;
+
+use group::Group;
+use mode::Mode;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -7,13 +15,14 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
+use zarrpipe_codecs::hierarchy::listing as hierarchy;
 use zarrpipe_codecs::read::cache::ChunkCache;
-use zarrpipe_codecs::store::listing as hierarchy;
 use zarrpipe_codecs::store::remote::RemoteSettings;
 use zarrpipe_codecs::store::{key_prefix, node_path, Store as EngineStore};
 
 use crate::array::Array;
 use crate::errors::to_pyerr;
+
 use crate::runtime::run;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Store")]
@@ -33,7 +42,7 @@ pub struct Store {
 /// with another working directory opens the same directory).
 struct Reopen {
     location: String,
-    read_only: bool,
+    mode: Mode,
     cache_bytes: usize,
     options: HashMap<String, String>,
     timeout: f64,
@@ -143,8 +152,11 @@ impl Store {
     /// `allow_http`...; credentials otherwise come from the environment). `timeout`
     /// (seconds per request), `retries` and `concurrency` (requests in flight per read)
     /// apply to object stores. `cache_bytes` > 0 enables a decoded-chunk cache of that size.
-    /// `mode`: "a" (read and write) or "r" (read-only: writes raise PermissionError); the
-    /// default is "a", except for http(s):// stores ("r"). `durable`: local writes are
+    /// `mode`, as zarr-python's: "r" (read-only, writes raise PermissionError; must exist),
+    /// "r+" (read and write; must exist), "a" (read and write; created by the first write),
+    /// "w" (deletes everything in the store now, then as "a"), "w-" (FileExistsError unless
+    /// the store is empty). Opening never creates anything. The default is "a", except for
+    /// http(s):// stores ("r"). `durable`: local writes are
     /// forced to disk (`fsync`) before they count as done. `conditional_writes`: what a
     /// write of part of a chunk does on an object store that cannot write conditionally:
     /// "require" raises UnsupportedError, "warn" writes unconditionally and warns.
@@ -199,29 +211,34 @@ impl Store {
         let reopen_options = options.clone();
         let options: Vec<(String, String)> = options.into_iter().collect();
         let http = location.starts_with("http://") || location.starts_with("https://");
-        let read_only = match mode {
-            None => http,
-            Some("r") => true,
-            Some("a" | "r+") => false,
-            Some(other) => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "mode must be \"r\" (read-only) or \"a\" (read and write), not {other:?}"
-                )))
-            }
+        let mode = match mode {
+            None if http => Mode::Read,
+            None => Mode::Append,
+            Some(m) => Mode::parse(m)?,
         };
+        let local = location
+            .strip_prefix("file://")
+            .or((!location.contains("://")).then_some(location.as_str()))
+            .map(str::to_owned);
         let store = py
-            .detach(|| {
-                if location.contains("://") {
-                    EngineStore::open_url(&location, &options, settings)
-                } else if read_only {
-                    EngineStore::open_local(&location)
-                } else {
-                    EngineStore::open_local_creating(&location)
-                }
+            .detach(|| match &local {
+                None => EngineStore::open_url(&location, &options, settings),
+                // "r" and "r+" open what exists; the others create on first write.
+                Some(path) if mode.must_exist() => EngineStore::open_local(path),
+                Some(path) => EngineStore::open_local_lazily(path),
             })
             .map_err(to_pyerr)?
-            .read_only(read_only)
+            .read_only(mode == Mode::Read)
             .durable(durable);
+        match mode {
+            Mode::Write => py.detach(|| store.delete_prefix("")).map_err(to_pyerr)?,
+            Mode::WriteNew if !py.detach(|| store.is_empty_under("")).map_err(to_pyerr)? => {
+                return Err(pyo3::exceptions::PyFileExistsError::new_err(format!(
+                    "{location} is not empty (mode=\"w-\" creates a new store only)"
+                )));
+            }
+            _ => {}
+        }
         Ok(Self {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),
@@ -229,7 +246,7 @@ impl Store {
             pid: std::process::id(),
             reopen: Reopen {
                 location: reopen_location,
-                read_only,
+                mode,
                 cache_bytes,
                 options: reopen_options,
                 timeout,
@@ -246,7 +263,8 @@ impl Store {
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let r = &self.reopen;
         let kwargs = PyDict::new(py);
-        kwargs.set_item("mode", if r.read_only { "r" } else { "a" })?;
+        // A copy never deletes or refuses what is there: "w" and "w-" reopen as "a".
+        kwargs.set_item("mode", r.mode.reopened().name())?;
         kwargs.set_item("cache_bytes", r.cache_bytes)?;
         kwargs.set_item("options", &r.options)?;
         kwargs.set_item("timeout", r.timeout)?;
@@ -341,7 +359,7 @@ impl Store {
     /// Opens the array at `path` (`""` is an array at the store root), reading its metadata,
     /// or taking it from `metadata` (the JSON of zarr.json / .zarray, as str or dict).
     #[pyo3(signature = (path = "", *, metadata = None, write_empty_chunks = false))]
-    fn open_array(
+    pub(crate) fn open_array(
         slf: &Bound<'_, Self>,
         path: &str,
         metadata: Option<&Bound<'_, PyAny>>,
@@ -437,37 +455,42 @@ impl Store {
         ))
     }
 
-    /// Creates a group at `path` (and any missing parent groups); an existing group is
-    /// kept, its attributes replaced when `attributes` is given.
-    #[pyo3(signature = (path, attributes = None, *, zarr_format = 3))]
-    fn create_group(
-        &self,
-        py: Python<'_>,
+    /// Creates a group at `path` (and any missing parent groups) and returns it; an
+    /// existing group is kept, its attributes replaced when `attributes` is given.
+    #[pyo3(signature = (path = "", attributes = None, *, zarr_format = 3))]
+    pub(crate) fn create_group(
+        slf: &Bound<'_, Self>,
         path: &str,
         attributes: Option<&Bound<'_, PyAny>>,
         zarr_format: u8,
-    ) -> PyResult<()> {
-        let attrs: Option<String> = match attributes {
-            None => None,
-            Some(a) if a.is_instance_of::<PyDict>() => {
-                Some(py.import("json")?.call_method1("dumps", (a,))?.extract()?)
-            }
-            Some(_) => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(
-                    "attributes must be a dict",
-                ))
-            }
-        };
-        let store = self.store.clone();
-        let path = path.to_owned();
-        run(py, move || {
-            zarrpipe_codecs::array::create::create_group(
-                &store,
-                &path,
-                attrs.as_deref(),
-                zarr_format,
-            )
-        })
+    ) -> PyResult<Group> {
+        group::create(slf, path, attributes, zarr_format)
+    }
+
+    /// Opens the group at `path` (`""`: the root group). `use_consolidated`: None reads
+    /// its consolidated metadata when it has some (as zarr-python does), True requires
+    /// it, False ignores it (members are then listed from the store).
+    #[pyo3(signature = (path = "", *, use_consolidated = None))]
+    pub(crate) fn open_group(
+        slf: &Bound<'_, Self>,
+        path: &str,
+        use_consolidated: Option<bool>,
+    ) -> PyResult<Group> {
+        group::open(slf, path, use_consolidated)
+    }
+
+    /// Writes the consolidated metadata of the group at `path` (every array and group
+    /// below it, as `zarr.consolidate_metadata` writes it) and returns the group, opened
+    /// with it.
+    #[pyo3(signature = (path = ""))]
+    fn consolidate(slf: &Bound<'_, Self>, path: &str) -> PyResult<Group> {
+        group::consolidate(slf, path)
+    }
+
+    /// The mode the store was opened with.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.reopen.mode.name()
     }
 
     /// Writes `value` into a selection of the array at `path`, broadcasting like NumPy.

@@ -57,17 +57,42 @@ pub fn node_kind(store: &Store, node: &str) -> Option<NodeKind> {
 }
 
 /// Every array and group in the store, as (path, kind), sorted by path. Paths are relative
-/// to the root, `""` being the root itself.
+/// to the root, `""` being the root itself. When the root group has consolidated metadata,
+/// that is the list (one GET, no LIST), as zarr-python's `members(max_depth=None)` gives.
 pub fn list(store: &Store) -> Result<Vec<(String, NodeKind)>> {
+    if let Some(root) = crate::hierarchy::node::read_node(store, "/", true)? {
+        if let Some(consolidated) = root.consolidated {
+            let mut found = vec![(String::new(), root.kind)];
+            found.extend(
+                consolidated
+                    .members
+                    .iter()
+                    .map(|(p, n)| (p.clone(), n.kind)),
+            );
+            found.sort();
+            return Ok(found);
+        }
+    }
+    list_under(store, "/")
+}
+
+/// Every array and group at or below `node` (a node path), as stored (consolidated
+/// metadata is not used), as (path relative to the root, kind), sorted by path.
+pub fn list_under(store: &Store, node: &str) -> Result<Vec<(String, NodeKind)>> {
+    let base = node.trim_matches('/');
     let mut found = Vec::new();
     match store.local_root() {
-        Some(root) => walk_local(store, root, "", &mut found)?,
+        Some(root) => walk_local(store, root, base, &mut found)?,
         None => {
-            use zarrs::storage::ListableStorageTraits;
-            let keys = store
-                .zarrs()
-                .list()
-                .map_err(|e| crate::store::zarrs_storage_error("/", &e))?;
+            use zarrs::storage::{ListableStorageTraits, StorePrefix};
+            let keys = if base.is_empty() {
+                store.zarrs().list()
+            } else {
+                let p = StorePrefix::new(format!("{base}/"))
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                store.zarrs().list_prefix(&p)
+            }
+            .map_err(|e| crate::store::zarrs_storage_error(node, &e))?;
             let mut dirs: Vec<String> = keys
                 .iter()
                 .filter_map(|k| {
@@ -107,8 +132,12 @@ fn walk_local(
         }
     }
     let dir = root.join(rel);
-    let entries =
-        std::fs::read_dir(&dir).map_err(|e| Error::storage(&dir.display().to_string(), e))?;
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        // A store (or node) not created yet holds nothing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && found.is_empty() => return Ok(()),
+        Err(e) => return Err(Error::storage(&dir.display().to_string(), e)),
+    };
     for entry in entries.flatten() {
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         let name = entry.file_name();
