@@ -154,6 +154,17 @@ pub fn to_pyerr(err: Error) -> PyErr {
         Error::Conflict(_) => WriteConflictError::new_err(msg),
         // Another thread's Ctrl-C stopped this call too.
         Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(msg),
+        // Its awaiting task was cancelled (nobody sees this but the executor's future).
+        Error::Cancelled => Python::attach(|py| {
+            match py
+                .import("asyncio")
+                .and_then(|m| m.getattr("CancelledError"))
+                .and_then(|t| Ok(t.cast_into::<PyType>()?))
+            {
+                Ok(t) => PyErr::from_type(t, msg),
+                Err(e) => e,
+            }
+        }),
         Error::Storage { ref source, .. } => match source.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
             ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),

@@ -2,6 +2,7 @@
 //! `zarrpipe-codecs` crate in `codecs/`.
 
 mod array;
+mod async_call;
 mod attributes;
 mod create;
 mod diagnostics;

@@ -19,9 +19,12 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// engine stops at its next chunk (a write keeps what it stored, every key whole) and the
 /// signal's exception (`KeyboardInterrupt`) is raised once it has.
 pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
+    // An awaited call's stop flag goes with it to the pool (see `async_call`).
+    let flag = interrupt::call_flag();
+    let f = move || interrupt::with_call_flag(flag, || guarded(f));
     if !on_main_thread(py) {
         return py
-            .detach(|| pool::install(|| guarded(f)).and_then(|r| r))
+            .detach(|| pool::install(f).and_then(|r| r))
             .map_err(to_pyerr);
     }
     let mut signal: Option<PyErr> = None;
@@ -34,7 +37,7 @@ pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
                 }
             }
         };
-        pool::install_polling(|| guarded(f), SIGNAL_POLL, poll).and_then(|r| r)
+        pool::install_polling(f, SIGNAL_POLL, poll).and_then(|r| r)
     });
     if let Some(e) = signal {
         interrupt::clear();

@@ -4,6 +4,7 @@ whole, either as it was or as written."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarrpipe
+from zarr_stores import num_threads
 
 SHAPE = (128, 512, 512)  # 64 MiB of int16, 128 chunks of 512 KiB
 CHUNKS = (1, 512, 512)
@@ -124,3 +126,87 @@ def test_an_interrupted_write_leaves_every_chunk_whole(tmp_path):
     new = [bool((got[k] >= 2).all()) for k in range(SHAPE[0])]
     assert all(o or n for o, n in zip(old, new, strict=True)), "a chunk mixes old and new"
     assert any(old), "the write was not interrupted before it finished"
+
+
+# ---------------------------------------------------------------------------------------------
+# cancelling an awaited call
+
+
+def _cancel_after(coro_factory, delay: float) -> float:
+    """Runs the coroutine as a task, cancels it after `delay` s, and returns how long the
+    executor's thread still worked after the cancel (the executor is shut down, which waits
+    for it)."""
+
+    async def main() -> float:
+        task = asyncio.create_task(coro_factory())
+        await asyncio.sleep(delay)
+        task.cancel()
+        cancelled = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.get_running_loop().shutdown_default_executor()
+        return time.monotonic() - cancelled
+
+    return asyncio.run(main())
+
+
+@pytest.mark.timeout(120)
+def test_cancelling_read_async_stops_the_read(slow_store):
+    arr = zarrpipe.Store(str(slow_store)).open_array("a")
+    with num_threads(1):
+        start = time.monotonic()
+        arr.read()
+        alone = time.monotonic() - start
+        assert alone > 1.5, f"the read is too quick ({alone:.2f} s) to tell"
+        lingered = _cancel_after(lambda: arr.read_async(), 0.3)
+    assert lingered < min(1.0, alone / 2), (
+        f"the read went on {lingered:.2f} s after its task was cancelled (alone: {alone:.2f} s)"
+    )
+    # The store still reads correctly afterwards.
+    np.testing.assert_array_equal(arr[5], arr[0])
+
+
+@pytest.mark.timeout(120)
+def test_cancelling_store_read_async_stops_the_read(slow_store):
+    store = zarrpipe.Store(str(slow_store))
+    with num_threads(1):
+        lingered = _cancel_after(lambda: store.read_async("a"), 0.3)
+    assert lingered < 1.0, f"the read went on {lingered:.2f} s after the cancel"
+
+
+@pytest.mark.timeout(120)
+def test_cancelling_write_async_stores_whole_chunks_and_stops(tmp_path):
+    store = zarrpipe.Store(str(tmp_path / "w.zarr"))
+    arr = store.create_array(
+        "a", shape=SHAPE, dtype="int16", chunks=CHUNKS,
+        compressors={"name": "numcodecs.bz2", "configuration": {"level": 9}},
+    )  # fmt: skip
+    values = np.random.default_rng(1).integers(0, 1 << 15, SHAPE, dtype="int16")
+    with num_threads(1):
+        lingered = _cancel_after(lambda: arr.write_async(None, values), 0.5)
+    assert lingered < 2.0, f"the write went on {lingered:.2f} s after the cancel"
+    back = arr[...]
+    written = [k for k in range(SHAPE[0]) if (back[k] == values[k]).all()]
+    untouched = [k for k in range(SHAPE[0]) if (back[k] == 0).all()]
+    assert 0 < len(written) < SHAPE[0], f"{len(written)} of {SHAPE[0]} chunks written"
+    assert len(written) + len(untouched) == SHAPE[0], "a chunk is neither old nor new"
+
+
+def test_async_calls_are_coroutines_that_start_when_awaited(slow_store):
+    arr = zarrpipe.Store(str(slow_store)).open_array("a")
+    call = arr.read_async((0, slice(0, 2), slice(0, 3)))
+    assert asyncio.iscoroutine(call)
+    # Made outside any event loop, started by asyncio.run, as a coroutine function's.
+    got = asyncio.run(call)
+    np.testing.assert_array_equal(np.asarray(got), arr[0, :2, :3])
+
+    async def gathered():
+        return await asyncio.gather(arr.read_async(1), arr.read_async(2))
+
+    one, two = asyncio.run(gathered())
+    np.testing.assert_array_equal(np.asarray(one), arr[1])
+    np.testing.assert_array_equal(np.asarray(two), arr[2])
+    with pytest.raises(RuntimeError, match="already awaited"):
+        asyncio.run(call)
+    unawaited = arr.read_async(0)
+    unawaited.close()  # never started: closing it does nothing else

@@ -792,3 +792,17 @@ def test_variable_length_arrays_are_created_as_zarr_python_creates_them(tmp_path
     want[0], want[7] = fill, fill
     assert zarr_read(tmp_path / "ours.zarr", "x").tolist() == want.tolist()
     assert ours[...].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", ["int2", "int4", "uint2", "uint4"])
+def test_dtypes_without_a_zarr_spelling_are_refused(tmp_path, name):
+    """ml_dtypes' sub-byte integers look like raw bytes to NumPy: they must be refused, not
+    stored as raw bytes that read back as bytes."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    store = zarrpipe.Store(tmp_path / "s.zarr")
+    with pytest.raises(TypeError, match=name):
+        store.create_array("x", shape=(4,), dtype=getattr(ml_dtypes, name), chunks=(4,))
+    assert not (tmp_path / "s.zarr").exists()
+    # Records are raw bytes too, and still created.
+    rec = store.create_array("r", shape=(2,), dtype=[("a", "<i2"), ("b", "<f4")], chunks=(2,))
+    assert rec.dtype.names == ("a", "b")

@@ -985,3 +985,26 @@ def test_valid_stream_wrong_length(tmp_path, codec, delta):
         arr[4, 1]
     assert_tensor(arr[:3, :], data[:3, :])
     assert_tensor(arr.read_chunk((1, 1)), data[3:, 4:])
+
+
+@pytest.mark.parametrize("fill", [0, 7, 1.5])
+def test_v2_strings_with_a_numeric_fill_value_read_as_zarr_python(tmp_path, fill):
+    """zarrs' zarr-python compatibility fixtures have a v2 vlen-utf8 array whose fill value
+    is the number 0: zarr-python reads its missing chunks as the number's text."""
+    root = tmp_path / "s.zarr"
+    root.mkdir()
+    (root / ".zarray").write_text(
+        json.dumps(
+            {
+                "chunks": [2], "compressor": None, "dtype": "|O", "fill_value": fill,
+                "filters": [{"id": "vlen-utf8"}], "order": "C", "shape": [4], "zarr_format": 2,
+            }
+        )
+    )  # fmt: skip
+    with quiet_zarr_writes():
+        z = zarr.open_array(str(root), mode="a")
+        z[:2] = ["a", "bc"]
+        want = z[:]
+    arr = zarrpipe.Store(root, mode="r").open_array()
+    assert arr.fill_value == z.fill_value == str(fill)
+    assert list(arr[:]) == list(want) == ["a", "bc", str(fill), str(fill)]

@@ -70,6 +70,10 @@ pub enum Error {
     #[error("interrupted")]
     Interrupted,
 
+    /// The call was cancelled (an awaited call whose task was cancelled) before it finished.
+    #[error("cancelled")]
+    Cancelled,
+
     /// An output or chunk buffer larger than the machine can allocate.
     #[error("cannot allocate {bytes} bytes for {what}")]
     OutOfMemory { bytes: u128, what: String },

@@ -461,8 +461,9 @@ class Array:
             OSError: An object store fails (TimeoutError when it does not answer).
         """
     async def read_async(self, selection: _Selection | None = None) -> Tensor | npt.NDArray[Any]:
-        """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
-        event loop.
+        """`read` on asyncio's default executor: awaiting it never blocks the event loop.
+        Nothing starts until it is awaited; cancelling the awaiting task stops the read at
+        its next chunk (the executor's thread is free again within a chunk's time).
 
         Args:
             selection: As for `read`.
@@ -538,8 +539,9 @@ class Array:
             OSError: The store fails.
         """
     async def write_async(self, selection: _Selection | None, value: npt.ArrayLike) -> None:
-        """`write` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
-        event loop.
+        """`write` on asyncio's default executor: awaiting it never blocks the event loop.
+        Cancelling the awaiting task stops the write before its next chunk: the chunks it
+        stored are whole, the others keep their old values.
 
         Args:
             selection: As for `write`.
@@ -1017,8 +1019,9 @@ class Store:
     async def read_async(
         self, path: str, selection: _Selection | None = None
     ) -> Tensor | npt.NDArray[Any]:
-        """`read` on a worker thread (`asyncio.to_thread`): awaiting it never blocks the
-        event loop.
+        """`read` on asyncio's default executor: awaiting it never blocks the event loop.
+        Nothing starts until it is awaited; cancelling the awaiting task stops the read at
+        its next chunk.
 
         Args:
             path: The array's path in the store.

@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::read::cache::ChunkCache;
 
+use crate::async_call::AsyncCall;
 use crate::attributes::{AttrState, Attributes};
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::to_pyerr;
@@ -435,29 +436,36 @@ impl Array {
         self.write_selection(py, selection, value)
     }
 
-    /// `await arr.read_async(selection)`: `read` on a worker thread (the event loop runs on).
+    /// `await arr.read_async(selection)`: `read` on asyncio's default executor (the event
+    /// loop runs on); cancelling the awaiting task stops the read at its next chunk.
     #[pyo3(signature = (selection = None))]
-    fn read_async<'py>(
-        slf: &Bound<'py, Self>,
-        selection: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn read_async(
+        slf: &Bound<'_, Self>,
+        selection: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<AsyncCall> {
         let py = slf.py();
         let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        py.import("asyncio")?
-            .call_method1("to_thread", (slf.getattr("read")?, selection))
+        Ok(AsyncCall::new(
+            slf.getattr("read")?,
+            PyTuple::new(py, [selection])?,
+        ))
     }
 
-    /// `await arr.write_async(selection, value)`: `write` on a worker thread.
+    /// `await arr.write_async(selection, value)`: `write` on asyncio's default executor;
+    /// cancelling the awaiting task stops the write before its next chunk (every chunk it
+    /// stored is whole).
     #[pyo3(signature = (selection, value))]
-    fn write_async<'py>(
-        slf: &Bound<'py, Self>,
-        selection: Option<&Bound<'py, PyAny>>,
-        value: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn write_async(
+        slf: &Bound<'_, Self>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<AsyncCall> {
         let py = slf.py();
         let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        py.import("asyncio")?
-            .call_method1("to_thread", (slf.getattr("write")?, selection, value))
+        Ok(AsyncCall::new(
+            slf.getattr("write")?,
+            PyTuple::new(py, [selection, value.clone()])?,
+        ))
     }
 
     /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).

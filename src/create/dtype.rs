@@ -88,6 +88,23 @@ fn is_spelled_out(dt: &Bound<'_, PyAny>) -> PyResult<bool> {
     let name = name_of(dt)?;
     let kind = kind_of(dt)?;
     let object: bool = dt.getattr("hasobject")?.extract()?;
+    // A type NumPy shows as raw bytes but that is not one (ml_dtypes' int4, uint2...) must
+    // not be stored as raw bytes: it would read back as bytes.
+    if kind == "V" && !SMALL_FLOATS.contains(&name.as_str()) {
+        let void = dt.py().import("numpy")?.getattr("void")?;
+        let scalar = dt.getattr("type")?;
+        let builtins = dt.py().import("builtins")?;
+        if !builtins
+            .call_method1("issubclass", (&scalar, void))?
+            .is_truthy()?
+        {
+            return Err(PyTypeError::new_err(format!(
+                "zarrpipe cannot create arrays of dtype {name} (a {} type): it has no Zarr \
+                 data type zarrpipe writes",
+                scalar.getattr("__module__")?
+            )));
+        }
+    }
     Ok(
         ("MmUSV".contains(kind.as_str()) && !object && !NAMES.contains(&name.as_str()))
             || SMALL_FLOATS.contains(&name.as_str()),

@@ -89,55 +89,59 @@ impl Group {
         Ok(format!("{}{}", self.node.trim_end_matches('/'), rel))
     }
 
-    /// The member at `name`, opened, or None when there is none.
-    fn open_member(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
-        let path = self.member_path(name)?;
+    /// The member at `rel` (a path below this group) described by `node`, opened: arrays
+    /// from the metadata already read (no second GET).
+    fn open_node(&self, py: Python<'_>, rel: &str, node: &Node) -> PyResult<Py<PyAny>> {
+        let path = self.member_path(rel)?;
         let store = self.store.bind(py);
-        if let Some(c) = self.consolidated() {
-            let rel = name.trim_matches('/');
-            let Some(member) = c.get(rel) else {
-                return Ok(None);
-            };
-            return Ok(Some(match member.kind {
-                NodeKind::Array => {
-                    let json = PyString::new(py, &member.document.to_string());
-                    Store::open_array(store, &path, Some(json.as_any()), false)?
-                        .into_pyobject(py)?
-                        .into_any()
-                        .unbind()
-                }
-                NodeKind::Group => {
-                    let mut g = Self::with(
-                        store,
-                        path,
-                        member.zarr_format,
-                        member.attributes.clone(),
-                        None,
-                    );
-                    g.consolidated = Mutex::new(Some(Arc::new(c.under(rel))));
-                    Py::new(py, g)?.into_any()
-                }
-            }));
-        }
-        let engine = store.get().engine().clone();
-        let p = path.clone();
-        let node = run(py, move || read_node(&engine, &p, true))?;
-        Ok(match node {
-            None => None,
-            Some(n) if n.kind == NodeKind::Array => Some(
-                Store::open_array(store, &path, None, false)?
+        Ok(match node.kind {
+            NodeKind::Array => {
+                let json = PyString::new(py, &node.document.to_string());
+                Store::open_array(store, &path, Some(json.as_any()), false)?
                     .into_pyobject(py)?
                     .into_any()
-                    .unbind(),
-            ),
-            Some(n) => Some(Py::new(py, Self::from_node(store, path, n))?.into_any()),
+                    .unbind()
+            }
+            NodeKind::Group => {
+                // Below a consolidated group, its consolidated metadata is the member's.
+                let consolidated = match self.consolidated() {
+                    Some(c) => Some(Arc::new(c.under(rel.trim_matches('/')))),
+                    None => node.consolidated.clone().map(Arc::new),
+                };
+                let g = Self::with(
+                    store,
+                    path,
+                    node.zarr_format,
+                    node.attributes.clone(),
+                    consolidated,
+                );
+                Py::new(py, g)?.into_any()
+            }
         })
     }
 
-    /// The direct children, as (name, kind).
-    fn children(&self, py: Python<'_>) -> PyResult<Vec<(String, NodeKind)>> {
+    /// The member at `name`, opened, or None when there is none.
+    fn open_member(&self, py: Python<'_>, name: &str) -> PyResult<Option<Py<PyAny>>> {
+        let path = self.member_path(name)?;
+        let node = match self.consolidated() {
+            Some(c) => c.get(name.trim_matches('/')).cloned(),
+            None => {
+                let engine = self.store.bind(py).get().engine().clone();
+                run(py, move || read_node(&engine, &path, true))?
+            }
+        };
+        node.map(|n| self.open_node(py, name, &n)).transpose()
+    }
+
+    /// The direct children, with their metadata.
+    fn child_nodes(&self, py: Python<'_>) -> PyResult<Vec<(String, Node)>> {
         if let Some(c) = self.consolidated() {
-            return Ok(c.children());
+            return Ok(c
+                .members
+                .iter()
+                .filter(|(p, _)| !p.contains('/'))
+                .map(|(p, n)| (p.clone(), n.clone()))
+                .collect());
         }
         if self.attrs.is_unstored_group() {
             return Ok(Vec::new());
@@ -145,6 +149,15 @@ impl Group {
         let engine = self.store.bind(py).get().engine().clone();
         let node = self.node.clone();
         run(py, move || members::children(&engine, &node))
+    }
+
+    /// The direct children, as (name, kind).
+    fn children(&self, py: Python<'_>) -> PyResult<Vec<(String, NodeKind)>> {
+        Ok(self
+            .child_nodes(py)?
+            .into_iter()
+            .map(|(name, n)| (name, n.kind))
+            .collect())
     }
 
     /// Every member to `max_depth` levels below this group (None: all), by relative path.
@@ -155,10 +168,8 @@ impl Group {
         base: &str,
         out: &mut Vec<(String, Py<PyAny>)>,
     ) -> PyResult<()> {
-        for (name, _) in self.children(py)? {
-            let Some(member) = self.open_member(py, &name)? else {
-                continue;
-            };
+        for (name, node) in self.child_nodes(py)? {
+            let member = self.open_node(py, &name, &node)?;
             let rel = if base.is_empty() {
                 name.clone()
             } else {
@@ -182,13 +193,11 @@ impl Group {
         level: Option<usize>,
         out: &mut Vec<String>,
     ) -> PyResult<()> {
-        let children = self.children(py)?;
+        let children = self.child_nodes(py)?;
         let n = children.len();
-        for (i, (name, _)) in children.into_iter().enumerate() {
+        for (i, (name, node)) in children.into_iter().enumerate() {
             let last = i + 1 == n;
-            let Some(member) = self.open_member(py, &name)? else {
-                continue;
-            };
+            let member = self.open_node(py, &name, &node)?;
             let member = member.bind(py);
             let (branch, next) = if last {
                 ("└── ", "    ")
@@ -439,11 +448,9 @@ impl Group {
 impl Group {
     fn of_kind(&self, py: Python<'_>, kind: NodeKind) -> PyResult<Vec<(String, Py<PyAny>)>> {
         let mut out = Vec::new();
-        for (name, k) in self.children(py)? {
-            if k == kind {
-                if let Some(m) = self.open_member(py, &name)? {
-                    out.push((name, m));
-                }
+        for (name, node) in self.child_nodes(py)? {
+            if node.kind == kind {
+                out.push((name.clone(), self.open_node(py, &name, &node)?));
             }
         }
         Ok(out)

@@ -338,18 +338,25 @@ impl Store {
         Ok(d)
     }
 
-    /// `await store.read_async(path, selection)`: `read` on a worker thread, so the event
-    /// loop keeps running while the data is fetched and decoded.
+    /// `await store.read_async(path, selection)`: `read` on asyncio's default executor, so
+    /// the event loop keeps running while the data is fetched and decoded; cancelling the
+    /// awaiting task stops the read at its next chunk.
     #[pyo3(signature = (path, selection = None))]
-    fn read_async<'py>(
-        slf: &Bound<'py, Self>,
+    fn read_async(
+        slf: &Bound<'_, Self>,
         path: &str,
-        selection: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        selection: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::async_call::AsyncCall> {
         let py = slf.py();
         let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        py.import("asyncio")?
-            .call_method1("to_thread", (slf.getattr("read")?, path, selection))
+        let args = PyTuple::new(
+            py,
+            [pyo3::types::PyString::new(py, path).into_any(), selection],
+        )?;
+        Ok(crate::async_call::AsyncCall::new(
+            slf.getattr("read")?,
+            args,
+        ))
     }
 
     fn __repr__(&self) -> String {

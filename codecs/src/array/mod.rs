@@ -112,7 +112,7 @@ impl Array {
         if let ArrayMetadata::V2(_) = zarrs.metadata() {
             json["attributes"] = Value::Object(zarrs.attributes().clone());
         }
-        if has_stand_in(&json.to_string()) {
+        if has_stand_in(&json.to_string()) || v2_string_fill(&mut json) {
             return Self::with_metadata(store, &node, &json.to_string());
         }
         Self::from_zarrs(store, node, zarrs, None)
@@ -123,6 +123,13 @@ impl Array {
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
         crate::codec::harden::install();
         let node = node_path(path)?;
+        let mut fixed = None;
+        if let Ok(mut json) = serde_json::from_str::<Value>(metadata_json) {
+            if v2_string_fill(&mut json) {
+                fixed = Some(json.to_string());
+            }
+        }
+        let metadata_json = fixed.as_deref().unwrap_or(metadata_json);
         let (metadata, numpy_type) =
             parse_metadata_typed(metadata_json).map_err(|reason| Error::Metadata {
                 path: node.clone(),
@@ -448,6 +455,28 @@ fn metadata_json(store: &Store, node: &str) -> Option<String> {
     match v3 {
         Some(bytes) => String::from_utf8(bytes.to_vec()).ok(),
         None => v2_metadata_json(store, node),
+    }
+}
+
+/// A v2 string array (vlen-utf8) with a numeric fill value reads its missing chunks as that
+/// number's text, as zarr-python reads them (zarrs reads them as ""): the fill value is made
+/// that text. Returns whether it changed `json`.
+fn v2_string_fill(json: &mut Value) -> bool {
+    let utf8 = json.get("zarr_format").and_then(Value::as_u64) == Some(2)
+        && json
+            .get("filters")
+            .and_then(Value::as_array)
+            .is_some_and(|f| {
+                f.iter()
+                    .any(|c| c.get("id").and_then(Value::as_str) == Some("vlen-utf8"))
+            });
+    match json.get("fill_value") {
+        Some(Value::Number(n)) if utf8 => {
+            let text = n.to_string();
+            json["fill_value"] = Value::String(text);
+            true
+        }
+        _ => false,
     }
 }
 

@@ -1,16 +1,16 @@
 //! A group's direct children as stored: subdirectories of a local group, one LIST with a
-//! delimiter on an object store (so no chunk key is listed), and the kind of each child
-//! from its metadata. Directories without metadata are not nodes (zarr-python 3 has no
+//! delimiter on an object store (so no chunk key is listed), and each child's metadata. Directories without metadata are not nodes (zarr-python 3 has no
 //! implicit groups).
 
 use std::io::ErrorKind;
 
 use crate::error::{Error, Result};
-use crate::hierarchy::listing::{node_kind, NodeKind};
+use crate::hierarchy::node::{read_node, Node};
 use crate::store::{key_prefix, Store};
 
-/// The children of the group at `node` (a node path), as (name, kind), sorted by name.
-pub fn children(store: &Store, node: &str) -> Result<Vec<(String, NodeKind)>> {
+/// The children of the group at `node` (a node path), with their metadata (one GET each
+/// for v3), sorted by name.
+pub fn children(store: &Store, node: &str) -> Result<Vec<(String, Node)>> {
     let prefix = key_prefix(node);
     let names: Vec<String> = if let Some(root) = store.local_root() {
         let dir = root.join(prefix.trim_end_matches('/'));
@@ -49,10 +49,12 @@ pub fn children(store: &Store, node: &str) -> Result<Vec<(String, NodeKind)>> {
             })
             .collect()
     };
-    let mut found: Vec<(String, NodeKind)> = names
-        .into_iter()
-        .filter_map(|name| node_kind(store, &format!("/{prefix}{name}")).map(|k| (name, k)))
-        .collect();
-    found.sort();
+    let mut found = Vec::new();
+    for name in names {
+        if let Some(child) = read_node(store, &format!("/{prefix}{name}"), false)? {
+            found.push((name, child));
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(found)
 }

@@ -176,8 +176,9 @@ impl Array {
         if let (Source::Store, Some(remote)) = (source, self.store.remote()) {
             return crate::read::remote::read_remote(self, remote, chain, plans, &target, cache);
         }
+        let stop = crate::process::interrupt::Stop::current();
         let one = |(i, plan): (usize, &ChunkPlan)| -> Result<bool> {
-            crate::process::interrupt::check()?;
+            stop.check()?;
             match source {
                 Source::Supplied(bytes) => match bytes[i] {
                     Some(encoded) => {

@@ -265,8 +265,9 @@ pub(crate) fn map_indices<T: Send>(
     range: Range<usize>,
     f: impl Fn(usize) -> Result<T> + Sync + Send,
 ) -> Result<Vec<T>> {
+    let stop = crate::process::interrupt::Stop::current();
     let f = |i| {
-        crate::process::interrupt::check()?;
+        stop.check()?;
         f(i)
     };
     if range.len() == 1 {

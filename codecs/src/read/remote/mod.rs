@@ -25,6 +25,7 @@ use crate::codec::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
 use crate::layout::placement::Placement;
 use crate::layout::plan::ChunkPlan;
+use crate::process::interrupt::Stop;
 use crate::read::cache::ChunkCache;
 use crate::read::{decode_entry, scatter_entry, CacheSlot};
 use crate::store::remote::{runtime, InFlight, Remote, MAX_REQUEST};
@@ -196,6 +197,7 @@ pub fn read_remote(
     };
     let record = &record;
     let present_mut = &mut present;
+    let stop = &Stop::current();
     rayon::scope(move |s| {
         for (hit, slot, placement) in hits {
             s.spawn(move |_| {
@@ -206,13 +208,19 @@ pub fn read_remote(
         }
         let mut handle = |piece: Piece| {
             present_mut[piece.plan] |= piece.stored;
+            let stop = stop.clone();
             s.spawn(move |_| {
-                if let Err(e) = decode_piece(&piece, target, cache) {
+                if let Err(e) = decode_piece(&piece, target, cache, &stop) {
                     record(e);
                 }
             });
         };
         loop {
+            // A stopped call fetches no more (the fetches are aborted below).
+            if let Err(e) = stop.check() {
+                record(e);
+                break;
+            }
             match rx.try_recv() {
                 Ok(Ok(piece)) => handle(piece),
                 Ok(Err(e)) => {
@@ -247,8 +255,13 @@ pub fn read_remote(
     }
 }
 
-fn decode_piece(piece: &Piece, target: &ChunkTarget<'_>, cache: Option<&ChunkCache>) -> Result<()> {
-    crate::process::interrupt::check()?;
+fn decode_piece(
+    piece: &Piece,
+    target: &ChunkTarget<'_>,
+    cache: Option<&ChunkCache>,
+    stop: &Stop,
+) -> Result<()> {
+    stop.check()?;
     let decode = |t: &ChunkTarget<'_>, p: &Placement| match &piece.bytes {
         Some(bytes) => decode_chunk(&piece.chain, bytes, p, t, &piece.name),
         None => p
