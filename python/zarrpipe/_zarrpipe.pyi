@@ -68,7 +68,7 @@ class DecodeError(ZarrpipeError, ValueError):
 
 class ChecksumError(DecodeError):
     """A checksum does not match the data it guards (crc32c of a chunk or a shard index,
-    numcodecs' adler32 or fletcher32)."""
+    numcodecs' adler32, fletcher32, crc32, crc32c or jenkins_lookup3)."""
 
 class MetadataError(ZarrpipeError):
     """Array or group metadata that does not parse or breaks the Zarr spec."""
@@ -1232,7 +1232,9 @@ class Store:
             IndexError: See `Array.read_chunks`, which raises the same exceptions.
         """
     def list(self) -> list[tuple[str, Literal["array", "group"]]]:
-        """Every array and group in the store.
+        """Every array and group in the store: the ones the root group's consolidated
+        metadata lists when it has some (one read, no listing, as zarr-python's
+        `members(max_depth=None)`), else the store's, listed.
 
         Returns:
             `(path, "array" | "group")` pairs sorted by path, `""` being the root.

@@ -62,6 +62,8 @@ pub fn open<'py>(
             into.set_item(name, value)?;
         }
     }
+    // A Store given as such was opened with its own mode: "w" and "w-" apply to the node.
+    let given_store = store.is_instance_of::<Store>();
     let store: Bound<'py, Store> = match store.cast::<Store>() {
         Ok(s) => {
             if !store_kwargs.is_empty() {
@@ -87,7 +89,6 @@ pub fn open<'py>(
         }
     };
     let engine = store.get().engine().clone();
-    let given_store = store_kwargs.get_item("mode")?.is_none();
     if given_store || !at_root {
         match mode {
             Mode::Write => {

@@ -114,3 +114,42 @@ fn as_object(v: Value, key: &str) -> Result<Map<String, Value>> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Store {
+        Store::in_memory([
+            (
+                "zarr.json".to_owned(),
+                br#"{"zarr_format": 3, "node_type": "group", "attributes": {"k": 1}}"#.to_vec(),
+            ),
+            (".zattrs".to_owned(), br#"{"old": true}"#.to_vec()),
+        ])
+    }
+
+    #[test]
+    fn changes_are_applied_to_what_is_stored() {
+        let s = store();
+        let now = change(&s, "/", 3, &Change::Set("x".into(), Value::from(2))).unwrap();
+        assert_eq!(Value::Object(now), serde_json::json!({"k": 1, "x": 2}));
+        let now = change(&s, "/", 3, &Change::Remove("k".into())).unwrap();
+        assert_eq!(Value::Object(now), serde_json::json!({"x": 2}));
+        let doc: Value =
+            serde_json::from_slice(&s.read("zarr.json", 1 << 20).unwrap().unwrap()).unwrap();
+        assert_eq!(doc["node_type"], "group");
+        assert_eq!(doc["attributes"], serde_json::json!({"x": 2}));
+        let now = change(&s, "/", 2, &Change::Update(Map::new())).unwrap();
+        assert_eq!(Value::Object(now), serde_json::json!({"old": true}));
+    }
+
+    #[test]
+    fn a_deleted_v3_node_is_not_found() {
+        let s = Store::in_memory([]);
+        assert!(matches!(
+            change(&s, "/gone", 3, &Change::Set("x".into(), Value::Null)),
+            Err(Error::NotFound(_))
+        ));
+    }
+}

@@ -330,3 +330,74 @@ fn empty_consolidated() -> Value {
 pub(crate) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group() -> Value {
+        json!({"zarr_format": 3, "node_type": "group", "attributes": {}})
+    }
+
+    fn array() -> Value {
+        json!({"zarr_format": 3, "node_type": "array", "shape": [2], "attributes": {"a": 1}})
+    }
+
+    #[test]
+    fn v3_flat_and_nested_forms_list_the_same_members() {
+        let mut sub = group();
+        sub["consolidated_metadata"] = json!({"kind": "inline", "metadata": {"x": array()}});
+        let flat = json!({"consolidated_metadata": {"kind": "inline", "metadata": {
+            "sub": group(), "sub/x": array(), "y": array()}}});
+        let nested = json!({"consolidated_metadata": {"kind": "inline", "metadata": {
+            "sub": sub, "y": array()}}});
+        for doc in [flat, nested] {
+            let c = Consolidated::from_v3(&doc, "zarr.json").unwrap().unwrap();
+            let paths: Vec<&str> = c.members.keys().map(String::as_str).collect();
+            assert_eq!(paths, ["sub", "sub/x", "y"]);
+            assert_eq!(
+                c.children(),
+                [
+                    ("sub".into(), NodeKind::Group),
+                    ("y".into(), NodeKind::Array)
+                ]
+            );
+            let under = c.under("sub");
+            assert_eq!(under.children(), [("x".into(), NodeKind::Array)]);
+            assert_eq!(under.get("x").unwrap().attributes["a"], 1);
+        }
+    }
+
+    #[test]
+    fn hostile_consolidated_metadata_is_a_metadata_error() {
+        for cm in [
+            json!({"kind": "elsewhere", "metadata": {}}),
+            json!({"kind": "inline", "metadata": 3}),
+            json!({"kind": "inline", "metadata": {"../up": array()}}),
+            json!({"kind": "inline", "metadata": {"a": {"zarr_format": 3, "node_type": "x"}}}),
+        ] {
+            let doc = json!({ "consolidated_metadata": cm });
+            assert!(matches!(
+                Consolidated::from_v3(&doc, "zarr.json"),
+                Err(Error::Metadata { .. })
+            ));
+        }
+        let no = json!({"consolidated_metadata": null});
+        assert!(Consolidated::from_v3(&no, "zarr.json").unwrap().is_none());
+    }
+
+    #[test]
+    fn v2_zmetadata_gives_members_with_their_attributes() {
+        let doc = json!({"metadata": {
+            ".zgroup": {"zarr_format": 2}, ".zattrs": {"t": "root"},
+            "a/.zarray": {"zarr_format": 2, "shape": [3]}, "a/.zattrs": {"u": "m"},
+            "g/.zgroup": {"zarr_format": 2},
+        }, "zarr_consolidated_format": 1});
+        let c = Consolidated::from_v2(&doc, ".zmetadata").unwrap();
+        assert_eq!(c.v2_root_attributes["t"], "root");
+        let a = c.get("a").unwrap();
+        assert_eq!(a.kind, NodeKind::Array);
+        assert_eq!(a.document["attributes"]["u"], "m");
+        assert_eq!(c.get("g").unwrap().kind, NodeKind::Group);
+    }
+}
