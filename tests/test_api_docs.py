@@ -88,6 +88,8 @@ MODULES = {
     "pipeline.py": {"CodecPipeline", "FallbackWarning"},
     "cli.py": {"main"},
     "xarray_backend.py": {"ZarrpipeBackendEntrypoint", "ZarrpipeBackendArray"},
+    "ray/read.py": {"read_zarr", "ZarrDatasource"},
+    "ray/sink.py": {"ZarrDatasink"},
     "loader.py": {"BatchLoader"},
     "torch.py": {"ZarrDataset", "to_torch"},
     "jax.py": {"batches", "to_jax"},

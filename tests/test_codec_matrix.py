@@ -2,7 +2,10 @@
 v3 core and ``numcodecs.*`` names, sharded and not, a few dtypes, missing chunks and shards and
 an odd fill value) and ``Store.read`` and ``Array.read_chunks`` return exactly zarr-python's
 values and dtype. Codecs zarr-python >= 3.2 added (``scale_offset``, ``cast_value``) run only
-where that zarr-python is installed (Python >= 3.12)."""
+where that zarr-python is installed (Python >= 3.12). Then the numcodecs codecs zarrpipe also
+writes (checksums, lzma, astype, quantize): ``Store.create_array`` with their numcodecs configs
+stores what zarr-python reads (and the chunk bytes numcodecs stores), and a flipped bit under a
+numcodecs checksum raises ``ChecksumError``."""
 
 from __future__ import annotations
 
@@ -90,6 +93,77 @@ def _case_list() -> list[Case]:
             BYTES_DTYPES,
             lambda dt: {"compressors": numcodecs.Fletcher32()},
             lambda dt: {"compressors": [znc.Fletcher32()]},
+        ),
+        Case(
+            "crc32",
+            BYTES_DTYPES,
+            lambda dt: {"compressors": numcodecs.CRC32()},
+            lambda dt: {"compressors": [znc.Zlib(level=1), znc.CRC32()]},
+        ),
+        Case(
+            "crc32-end",
+            ["int16", "float64"],
+            lambda dt: {"compressors": numcodecs.CRC32(location="end")},
+            lambda dt: {"compressors": [znc.CRC32(location="end")]},
+        ),
+        Case(
+            # numcodecs' crc32c (v2 id `crc32c`, v3 `numcodecs.crc32c`), not the core codec
+            "numcodecs.crc32c",
+            BYTES_DTYPES,
+            lambda dt: {"compressors": numcodecs.CRC32C()},
+            lambda dt: {"compressors": [znc.CRC32C()]},
+        ),
+        Case(
+            "numcodecs.crc32c-start",
+            ["int16"],
+            lambda dt: {"compressors": numcodecs.CRC32C(location="start")},
+            lambda dt: {"compressors": [znc.CRC32C(location="start")]},
+        ),
+        Case(
+            "jenkins_lookup3",
+            BYTES_DTYPES,
+            lambda dt: {"compressors": numcodecs.JenkinsLookup3()},
+            lambda dt: {"compressors": [znc.JenkinsLookup3(initval=12345)]},
+        ),
+        Case(
+            "lzma",
+            BYTES_DTYPES,
+            lambda dt: {"compressors": numcodecs.LZMA(preset=1)},
+            lambda dt: {"compressors": [znc.LZMA()]},
+        ),
+        Case(
+            "lzma-alone",
+            ["int16", "float64"],
+            lambda dt: {"compressors": numcodecs.LZMA(format=2, check=-1)},
+            lambda dt: {"compressors": [znc.LZMA(format=2, preset=9)]},
+        ),
+        Case(
+            "astype",
+            ["int32", "uint64", "float64"],
+            lambda dt: {
+                "filters": [numcodecs.AsType(encode_dtype=_narrow(dt), decode_dtype=dt.str)],
+                "compressors": None,
+            },
+            lambda dt: {"filters": [znc.AsType(encode_dtype=_narrow(dt), decode_dtype=dt.str)]},
+        ),
+        Case(
+            "quantize",
+            ["float32", "float64"],
+            lambda dt: {
+                "filters": [numcodecs.Quantize(digits=2, dtype=dt.str)],
+                "compressors": numcodecs.Zlib(),
+            },
+            lambda dt: {"filters": [znc.Quantize(digits=2, dtype=dt.str)]},
+        ),
+        Case(
+            # v2 only: zarr-python's v3 codec keeps the array's type for the stored one
+            "quantize-astype",
+            ["float64"],
+            lambda dt: {
+                "filters": [numcodecs.Quantize(digits=1, dtype=dt.str, astype="<f4")],
+                "compressors": None,
+            },
+            None,
         ),
         Case(
             "delta",
@@ -359,6 +433,152 @@ def test_matrix_covers_every_codec_of_the_issue():
     for codec in [
         "bz2", "lz4", "delta", "bitround", "fixedscaleoffset", "shuffle", "packbits", "adler32",
         "fletcher32", "pcodec", "zfpy", "zlib", "blosc", "numcodecs.blosc", "scale_offset",
-        "cast_value",
+        "cast_value", "crc32", "numcodecs.crc32c", "jenkins_lookup3", "lzma", "astype",
+        "quantize",
     ]:  # fmt: skip
         assert codec in ids
+
+
+# Codecs zarrpipe writes from numcodecs configs (Store.create_array): (id, dtype, filters,
+# compressors). Unsharded chunks must be exactly what numcodecs stores, but for lzma (liblzma's
+# encoder may change between versions); shards may order their inner chunks otherwise.
+WRITES = [
+    ("crc32", "int16", None, [{"id": "crc32"}]),
+    ("crc32-end", "float64", None, [{"id": "crc32", "location": "end"}]),
+    ("numcodecs.crc32c", "uint32", None, [{"id": "crc32c"}]),
+    ("jenkins_lookup3", "float32", None, [{"id": "jenkins_lookup3", "initval": 7, "prefix": None}]),
+    ("lzma", "int32", None, [{"id": "lzma", "preset": 1}]),
+    ("lzma-alone", "float64", None,
+     [{"id": "lzma", "format": 2, "check": -1, "preset": None, "filters": None}]),
+    ("astype", "float64", [{"id": "astype", "encode_dtype": "<f4", "decode_dtype": "<f8"}], None),
+    ("astype-int", "int64", [{"id": "astype", "encode_dtype": "|i1", "decode_dtype": "<i8"}],
+     [{"id": "crc32"}]),
+    ("quantize", "float32", [{"id": "quantize", "digits": 2, "dtype": "<f4", "astype": "<f4"}],
+     [{"id": "jenkins_lookup3"}]),
+    ("quantize-astype", "float64",
+     [{"id": "quantize", "digits": 1, "dtype": "<f8", "astype": "<f4"}], None),
+]  # fmt: skip
+# zarr-python's v3 quantize stores the array's own type, whatever `astype` says.
+V2_ONLY = {"quantize-astype"}
+
+
+def _zarr_python_codecs(configs: list[dict] | None, fmt: str, compressor: bool = False):
+    if fmt == "v2":
+        codecs = [numcodecs.get_codec(dict(c)) for c in configs or []]
+        # a v2 array has one compressor or none
+        return (codecs[0] if codecs else None) if compressor else codecs
+    if not configs:
+        return []
+    return [
+        {"name": f"numcodecs.{c['id']}", "configuration": {k: v for k, v in c.items() if k != "id"}}
+        for c in configs
+    ]
+
+
+def _numcodecs_round_trip(data: np.ndarray, filters: list[dict] | None) -> np.ndarray:
+    """What numcodecs' filters make of `data` (they are element-wise)."""
+    codecs = [numcodecs.get_codec(dict(c)) for c in filters or []]
+    chunk = data
+    for c in codecs:
+        chunk = c.encode(chunk)
+    for c in reversed(codecs):
+        chunk = c.decode(chunk)
+    return np.asarray(chunk).view(data.dtype).reshape(data.shape)
+
+
+def _chunk_files(root) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in (".zarray", ".zattrs", "zarr.json")
+    }
+
+
+@pytest.mark.parametrize(
+    "name,dtype,filters,compressors,fmt",
+    [
+        pytest.param(*w, fmt, id=f"{w[0]}-{fmt}")
+        for w in WRITES
+        for fmt in FORMATS
+        if fmt == "v2" or w[0] not in V2_ONLY
+    ],
+)
+def test_write_read_by_zarr_python(tmp_path, name, dtype, filters, compressors, fmt):
+    """zarrpipe writes the numcodecs codecs it reads (configs as numcodecs gives them):
+    zarr-python reads numcodecs' own round trip of the data, and stores the same chunk bytes
+    when it writes the same array."""
+    dtype = np.dtype(dtype)
+    data = sample(dtype, seed=3)
+    want = _numcodecs_round_trip(data, filters)
+    common = dict(
+        shape=SHAPE,
+        chunks=CHUNKS,
+        shards=SHARDS if fmt == "v3-sharded" else None,
+        dtype=dtype,
+        fill_value=odd_fill(dtype),
+        zarr_format=2 if fmt == "v2" else 3,
+    )
+    store = zarrpipe.Store(str(tmp_path))
+    arr = store.create_array("ours", filters=filters, compressors=compressors, **common)
+    arr[...] = data
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numcodecs codecs are not in the v3 spec
+        got = zarr.open_array(str(tmp_path / "ours"), mode="r")[...]
+        theirs = zarr.create_array(
+            str(tmp_path / "theirs"),
+            filters=_zarr_python_codecs(filters, fmt),
+            compressors=_zarr_python_codecs(compressors, fmt, compressor=True),
+            **common,
+        )
+        theirs[...] = data
+    np.testing.assert_array_equal(got, want, strict=True)
+    np.testing.assert_array_equal(store.read("ours").to_numpy(), want, strict=True)
+    np.testing.assert_array_equal(store.read("theirs").to_numpy(), want, strict=True)
+    ours_files, their_files = _chunk_files(tmp_path / "ours"), _chunk_files(tmp_path / "theirs")
+    assert ours_files.keys() == their_files.keys()
+    if not name.startswith("lzma") and fmt != "v3-sharded":
+        different = [k for k in ours_files if ours_files[k] != their_files[k]]
+        assert not different, f"chunks numcodecs stores otherwise: {different}"
+
+
+CHECKSUMS = [
+    ("crc32", {"id": "crc32"}),
+    ("crc32-end", {"id": "crc32", "location": "end"}),
+    ("numcodecs.crc32c", {"id": "crc32c"}),
+    ("jenkins_lookup3", {"id": "jenkins_lookup3", "initval": 3, "prefix": None}),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name,config", CHECKSUMS, ids=[c[0] for c in CHECKSUMS])
+def test_corrupt_checksum_raises_checksum_error(tmp_path, name, config, fmt):
+    """One bit flipped in a chunk (or in the first inner chunk of a shard) zarr-python wrote
+    with a numcodecs checksum: every read of it, whole or one element, raises ChecksumError
+    naming the key; the other chunks still read."""
+    data = sample(np.dtype("int16"), seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(
+            str(tmp_path / "a"),
+            shape=SHAPE,
+            chunks=CHUNKS,
+            shards=SHARDS if fmt == "v3-sharded" else None,
+            dtype="int16",
+            compressors=_zarr_python_codecs([config], fmt, compressor=True),
+            zarr_format=2 if fmt == "v2" else 3,
+        )
+        z[...] = data
+    key = z.metadata.encode_chunk_key((0, 0))
+    path = tmp_path / "a" / key
+    raw = bytearray(path.read_bytes())
+    raw[5] ^= 0x10  # in the data of the first (inner) chunk, whatever the checksum's place
+    path.write_bytes(bytes(raw))
+
+    store = zarrpipe.Store(str(tmp_path))
+    with pytest.raises(zarrpipe.ChecksumError, match=key):
+        store.read("a")
+    arr = store.open_array("a")
+    with pytest.raises(zarrpipe.ChecksumError, match=key):
+        arr[0, 0]
+    np.testing.assert_array_equal(arr[6:8, 3:6], data[6:8, 3:6], strict=True)

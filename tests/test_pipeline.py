@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import lzma
 import os
 import pickle
 import uuid
@@ -877,10 +878,15 @@ def test_former_fallback_dtypes_are_native(ours, loc, name, kwargs, data):
     assert np.array_equal(values(reopen(loc, DEFAULT)), want)
 
 
+# numcodecs' lzma as a raw stream with a filter chain of its own: a codec configuration
+# zarrpipe does not encode, so arrays using it fall back to zarr-python's pipeline.
+LZMA_FILTERS = [{"id": lzma.FILTER_DELTA, "dist": 8}, {"id": lzma.FILTER_LZMA2, "preset": 1}]
+LZMA_RAW = dict(format=lzma.FORMAT_RAW, filters=LZMA_FILTERS)
+
 UNSUPPORTED = [
     (
-        "v2-quantize-filter",
-        dict(dtype="f8", zarr_format=2, filters=[numcodecs.Quantize(digits=3, dtype="f8")]),
+        "v2-lzma-custom-filters",
+        dict(dtype="f8", zarr_format=2, compressors=numcodecs.LZMA(**LZMA_RAW)),
         np.arange(5, dtype="f8") * 3,
     ),
 ]
@@ -916,13 +922,13 @@ def test_v3_numcodecs_codec_falls_back(ours, loc):
     data = np.arange(10, dtype="f8") * 3
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
-        quantize = numcodecs_v3("Quantize", digits=3, dtype="f8")
-        with pytest.warns(zarrpipe.FallbackWarning, match="Quantize|quantize"):
-            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype="f8", filters=[quantize])
+        custom = numcodecs_v3("LZMA", **LZMA_RAW)
+        with pytest.warns(zarrpipe.FallbackWarning, match="lzma"):
+            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype="f8", compressors=[custom])
         a[...] = data
         with pytest.warns(zarrpipe.FallbackWarning):
             b = reopen(loc, OURS)
-        assert_values(values(b), data, "numcodecs quantize")
+        assert_values(values(b), data, "numcodecs lzma with custom filters")
         assert_values(values(reopen(loc, DEFAULT)), data, "default")
 
 
@@ -947,6 +953,70 @@ def test_numcodecs_delta_natively(ours, loc, zarr_format):
         assert_values(values(reopen(loc, DEFAULT)), want, "numcodecs delta, default")
 
 
+# numcodecs codecs zarrpipe once left to zarr-python (issue 38): (name, dtype, v2 kwargs, v3
+# kwargs, where the v3 codecs are numcodecs.zarr3 class names with their configuration).
+NUMCODECS_NATIVE_NOW = [
+    ("crc32", "i2", dict(compressors=numcodecs.CRC32()), dict(compressors=[("CRC32", {})])),
+    (
+        "crc32c",
+        "f8",
+        dict(compressors=numcodecs.CRC32C()),
+        dict(compressors=[("CRC32C", {})]),
+    ),
+    (
+        "jenkins_lookup3",
+        "u4",
+        dict(compressors=numcodecs.JenkinsLookup3(initval=9)),
+        dict(compressors=[("JenkinsLookup3", {"initval": 9})]),
+    ),
+    ("lzma", "i8", dict(compressors=numcodecs.LZMA()), dict(compressors=[("LZMA", {})])),
+    (
+        "astype",
+        "f8",
+        dict(filters=[numcodecs.AsType(encode_dtype="<f4", decode_dtype="<f8")]),
+        dict(filters=[("AsType", {"encode_dtype": "<f4", "decode_dtype": "<f8"})]),
+    ),
+    (
+        "quantize",
+        "f4",
+        dict(filters=[numcodecs.Quantize(digits=2, dtype="<f4")]),
+        dict(filters=[("Quantize", {"digits": 2, "dtype": "<f4"})]),
+    ),
+]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(
+    "name,dtype,v2,v3", NUMCODECS_NATIVE_NOW, ids=[c[0] for c in NUMCODECS_NATIVE_NOW]
+)
+def test_numcodecs_codecs_natively(ours, loc, name, dtype, v2, v3, zarr_format):
+    """numcodecs' crc32, crc32c, jenkins_lookup3, lzma, astype and quantize (v2 ids, v3
+    `numcodecs.*`): zarrpipe encodes and decodes them with no fallback (strict mode, and
+    FallbackWarning an error), and zarr-python's default pipeline reads the same values."""
+    data = (np.arange(10) * 1.37 - 4).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        if zarr_format == 2:
+            kwargs: dict[str, Any] = dict(zarr_format=2, **v2)
+        else:
+            kwargs = {k: [numcodecs_v3(c, **cfg) for c, cfg in v] for k, v in v3.items()}
+        with zarr.config.set({"codec_pipeline.strict": True}):
+            a = create(loc, OURS, shape=(10,), chunks=(4,), dtype=dtype, **kwargs)
+            a[...] = data
+            a[3:6] = 2
+            ours_read = values(reopen(loc, OURS))
+    default_read = values(reopen(loc, DEFAULT))
+    want = data.copy()
+    want[3:6] = 2
+    if name == "quantize":
+        want = numcodecs.Quantize(digits=2, dtype="<f4").encode(want)
+    if name == "astype":
+        want = want.astype("<f4").astype("<f8")
+    assert_values(default_read, want, f"numcodecs {name}, default")
+    assert_values(ours_read, want, f"numcodecs {name}, ours")
+
+
 def test_strict_mode(ours, loc, tmp_path):
     a = create(loc, OURS, shape=SHAPE, chunks=CHUNKS, dtype="int32", fill_value=0)
     a[...] = 1
@@ -959,8 +1029,8 @@ def test_strict_mode(ours, loc, tmp_path):
         # a codec zarrpipe does not decode is refused, not handed over
         with warnings.catch_warnings(), pytest.raises(zarrpipe.UnsupportedError):
             warnings.filterwarnings("ignore", message=".*not in the Zarr version 3 specification")
-            quantize = numcodecs_v3("Quantize", digits=3, dtype="f8")
-            create(Location(loc.kind, tmp_path), OURS, shape=(3,), dtype="f8", filters=[quantize])
+            custom = numcodecs_v3("LZMA", **LZMA_RAW)
+            create(Location(loc.kind, tmp_path), OURS, shape=(3,), dtype="f8", compressors=[custom])
         assert issubclass(zarrpipe.UnsupportedError, zarrpipe.ZarrpipeError)
         a[1:3, -4:] = 7
         assert int(a[2, -1]) == 7
@@ -1068,10 +1138,10 @@ def create_memory(**kwargs: Any) -> zarr.Array:
 
 
 def test_pickle_fallback_pipeline(ours, loc):
-    quantize = numcodecs.Quantize(digits=3, dtype="f8")
+    unsupported = numcodecs.LZMA(**LZMA_RAW)  # a raw stream: zarr-python decodes it
     with pytest.warns(zarrpipe.FallbackWarning):
         a = create(loc, OURS, shape=(4,), chunks=(2,), dtype="f8", zarr_format=2,
-                   filters=[quantize])  # fmt: skip
+                   compressors=unsupported)  # fmt: skip
     a[...] = [1.0, 2.5, 0.0, -4.0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarrpipe.FallbackWarning)

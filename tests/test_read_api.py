@@ -1008,3 +1008,22 @@ def test_v2_strings_with_a_numeric_fill_value_read_as_zarr_python(tmp_path, fill
     arr = zarrpipe.Store(root, mode="r").open_array()
     assert arr.fill_value == z.fill_value == str(fill)
     assert list(arr[:]) == list(want) == ["a", "bc", str(fill), str(fill)]
+
+
+@pytest.mark.parametrize(
+    "dtype", ["datetime64[ns]", "timedelta64[s]", "S3", [("a", "<i4"), ("b", "<f8")]]
+)
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_metadata_is_the_stored_document(tmp_path, dtype, zarr_format):
+    """`Array.metadata` names the stored data type (not the stand-in zarrs holds), so an
+    array reopened from it (as consolidated metadata and pickling do) keeps its dtype."""
+    root = tmp_path / "m.zarr"
+    with quiet_zarr_writes():
+        zarr.create_array(str(root), shape=(3,), chunks=(3,), dtype=dtype, zarr_format=zarr_format)
+    stored = json.loads((root / ("zarr.json" if zarr_format == 3 else ".zarray")).read_text())
+    store = zarrpipe.Store(root, mode="r")
+    arr = store.open_array()
+    key = "data_type" if zarr_format == 3 else "dtype"
+    assert arr.metadata[key] == stored[key]
+    again = store.open_array(metadata=arr.metadata)
+    assert again.dtype == arr.dtype == np.dtype(dtype)

@@ -36,8 +36,8 @@ pub enum Error {
     #[error("cannot encode chunk {key:?}: {reason}")]
     Encode { key: String, reason: String },
 
-    /// A checksum (crc32c; numcodecs' adler32, fletcher32) that does not match the data it
-    /// guards.
+    /// A checksum (crc32c; numcodecs' adler32, fletcher32, crc32, crc32c, jenkins_lookup3) that
+    /// does not match the data it guards.
     #[error("chunk {key:?} failed its checksum check{detail}")]
     Checksum { key: String, detail: String },
 

@@ -281,6 +281,80 @@ fn v2_filters_and_compressors_by_numcodecs_id() {
 }
 
 #[test]
+fn v2_checksums_astype_quantize_lzma_by_numcodecs_id() {
+    zarrpipe_codecs::codec::harden::install();
+    let cases = [
+        ("<i4", "null", r#"{"id":"crc32"}"#),
+        ("<i4", "null", r#"{"id":"crc32","location":"end"}"#),
+        ("<i4", "null", r#"{"id":"crc32c"}"#),
+        ("<i4", "null", r#"{"id":"crc32c","location":"start"}"#),
+        (
+            "<i4",
+            "null",
+            r#"{"id":"jenkins_lookup3","initval":0,"prefix":null}"#,
+        ),
+        (
+            "<i4",
+            "null",
+            r#"{"id":"lzma","format":1,"check":-1,"preset":null,"filters":null}"#,
+        ),
+        (
+            "<i4",
+            r#"[{"id":"astype","encode_dtype":"<i2","decode_dtype":"<i4"}]"#,
+            "null",
+        ),
+        (
+            "<f4",
+            r#"[{"id":"quantize","digits":1,"dtype":"<f4","astype":"<f4"}]"#,
+            r#"{"id":"crc32"}"#,
+        ),
+    ];
+    for (dtype, filters, compressor) in cases {
+        let store = TestStore::new();
+        let zarray = format!(
+            r#"{{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"{dtype}","compressor":{compressor},
+            "fill_value":0,"filters":{filters},"order":"C"}}"#
+        );
+        store.put("a/.zarray", zarray.as_bytes());
+        let fs = Arc::new(FilesystemStore::new(store.root()).unwrap());
+        let array = Array::open(fs, "/a").unwrap();
+        // Values every codec keeps (quantize with 1 digit keeps sixteenths).
+        let data: Vec<u8> = if dtype == "<f4" {
+            bytes((0..24).map(|i| f32::from(i as u8) * 0.5), f32::to_ne_bytes)
+        } else {
+            bytes(0..24i32, i32::to_ne_bytes)
+        };
+        let full = zarrs::array::ArraySubset::new_with_shape(vec![4, 6]);
+        array
+            .store_array_subset(&full, ArrayBytes::from(data.clone()))
+            .unwrap();
+        let reader = store.open("a").unwrap();
+        let region = Region::resolve(&reader.info.shape, &[]).unwrap();
+        let what = format!("{filters} {compressor}");
+        assert_eq!(
+            reader.read_region(&region, None).unwrap().to_vec(),
+            data,
+            "{what}"
+        );
+        let one = Region::resolve(&reader.info.shape, &[slice(3, 4), slice(4, 5)]).unwrap();
+        let file = store.root().join("a/1.1");
+        let mut chunk = std::fs::read(&file).unwrap();
+        if compressor.contains("crc32") || compressor.contains("jenkins") {
+            chunk[5] ^= 0x10;
+            std::fs::write(&file, &chunk).unwrap();
+            for r in [&region, &one] {
+                match reader.read_region(r, None) {
+                    Err(Error::Checksum { key, .. }) => assert!(key.contains("a/1.1"), "{what}"),
+                    other => panic!("{what}: expected a checksum error, got {other:?}"),
+                }
+            }
+        }
+        store.put("a/1.1", b"\x10\x00\x00\x00garbage");
+        assert!(reader.read_region(&one, None).is_err(), "{what}");
+    }
+}
+
+#[test]
 fn adler32_and_fletcher32_are_checked_on_partial_reads() {
     for codec in [
         r#"{"name":"numcodecs.adler32"}"#,

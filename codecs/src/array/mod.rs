@@ -75,6 +75,9 @@ pub struct Array {
     /// The order a written shard lays out its inner chunks (C-order linear indices); empty
     /// keeps C order.
     pub(crate) subchunk_order: Vec<u64>,
+    /// The metadata document as stored, for a type zarrs holds as a stand-in (datetimes,
+    /// fixed-length bytes, records...): zarrs' own metadata names the stand-in.
+    stored_document: Option<Value>,
 }
 
 impl Array {
@@ -137,7 +140,23 @@ impl Array {
             })?;
         let zarrs = ZarrsArray::new_with_metadata(store.zarrs(), &node, metadata)
             .map_err(|e| open_error(&store, &node, e))?;
-        Self::from_zarrs(store, node, zarrs, numpy_type)
+        let stand_in = numpy_type.is_some();
+        let mut array = Self::from_zarrs(store, node, zarrs, numpy_type)?;
+        if stand_in {
+            array.stored_document =
+                serde_json::from_str::<Value>(metadata_json)
+                    .ok()
+                    .map(|mut doc| {
+                        // A v2 document came with its .zattrs merged in; .zarray has none.
+                        if array.info.zarr_format == 2 {
+                            if let Value::Object(m) = &mut doc {
+                                m.shift_remove("attributes");
+                            }
+                        }
+                        doc
+                    });
+        }
+        Ok(array)
     }
 
     /// An array whose chunk bytes the caller supplies (and stores) itself, described by
@@ -254,6 +273,7 @@ impl Array {
             chain,
             encoder,
             subchunk_order: Vec::new(),
+            stored_document: None,
         })
     }
 
@@ -290,7 +310,10 @@ impl Array {
     /// The array's metadata document as zarrs holds it (v3 `zarr.json`, or v2 `.zarray`).
     #[must_use]
     pub fn metadata_json(&self) -> Value {
-        serde_json::to_value(self.zarrs.metadata()).unwrap_or(Value::Null)
+        match &self.stored_document {
+            Some(doc) => doc.clone(),
+            None => serde_json::to_value(self.zarrs.metadata()).unwrap_or(Value::Null),
+        }
     }
 
     /// The number of stored chunks (shards) in the storage grid.

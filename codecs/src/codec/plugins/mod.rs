@@ -1,23 +1,29 @@
-//! Codecs zarrs lacks or reads differently from zarr-python (numcodecs' lz4, delta,
-//! fixedscaleoffset and packbits; zarr-python's `scale_offset` and `cast_value`), bounded
-//! decoders for the zarrs codecs that trust their input (bz2, pcodec, zfp/zfpy), adler32 and
-//! fletcher32 checked on every read, and the numcodecs defaults zarr-python leaves out of v3
+//! Codecs zarrs lacks or reads differently from zarr-python (numcodecs' lz4, lzma, delta,
+//! fixedscaleoffset, astype, quantize and packbits; zarr-python's `scale_offset` and
+//! `cast_value`), bounded decoders for the zarrs codecs that trust their input (bz2, pcodec,
+//! zfp/zfpy), numcodecs' checksums (adler32, fletcher32, crc32, crc32c, jenkins_lookup3)
+//! checked on every read, and the numcodecs defaults zarr-python leaves out of v3
 //! metadata, all registered at runtime in zarrs' codec registry (v2 by numcodecs `id`, v3 by
 //! name and `numcodecs.<id>`).
 
 pub mod array_codec;
+pub mod astype;
 pub mod bounded_a2b;
 pub mod bytes_codec;
 pub mod bz2;
 pub mod cast_value;
 pub mod checksum;
+pub mod checksum32;
 pub mod defaults;
 pub mod delta;
 pub mod fixedscaleoffset;
+pub mod jenkins_lookup3;
 pub mod lz4;
+pub mod lzma;
 pub mod numeric;
 pub mod packbits;
 pub mod pcodec;
+pub mod quantize;
 pub mod scale_offset;
 pub mod v2_conversion;
 pub mod vlen;
@@ -79,6 +85,21 @@ pub(crate) fn install() {
         &["fletcher32"],
         checksum::create_fletcher32,
     );
+    register(&["numcodecs.crc32"], &["crc32"], checksum32::create_crc32);
+    // numcodecs' crc32c: not the core v3 `crc32c` (harden.rs), which has no `location`.
+    register(
+        &["numcodecs.crc32c"],
+        &["crc32c"],
+        checksum32::create_crc32c,
+    );
+    register(
+        &["numcodecs.jenkins_lookup3"],
+        &["jenkins_lookup3"],
+        checksum32::create_jenkins_lookup3,
+    );
+    register(&["numcodecs.astype"], &["astype"], astype::create);
+    register(&["numcodecs.quantize"], &["quantize"], quantize::create);
+    register(&["numcodecs.lzma"], &["lzma"], lzma::create);
     register(
         &[
             "vlen-utf8",
@@ -191,6 +212,12 @@ pub(crate) fn numpy_dtype(s: &str) -> Option<crate::ElementType> {
         "bfloat16" => E::BFloat16,
         _ => return None,
     })
+}
+
+/// [`numpy_dtype`], refusing a big-endian multi-byte type: a codec that stores elements of
+/// this type (astype, quantize) would have to write them byte-swapped.
+pub(crate) fn little_endian_dtype(s: &str) -> Option<crate::ElementType> {
+    numpy_dtype(s).filter(|t| !(s.starts_with('>') && t.size() > 1))
 }
 
 /// The zarrs data type of an element type.

@@ -6,9 +6,10 @@
 //! plugins linked in at compile time only, and panics ("conversion succeeded on array
 //! creation") when one of the array's filters or compressors is not among them, although the
 //! runtime plugins built the array. These entries let the conversion find `delta`, `lz4`,
-//! `packbits`, `bitround` and numcodecs' spelling of `fixedscaleoffset` (`"astype": "|u1"`,
-//! which zarrs' own plugin refuses). Codecs are still created by the runtime plugins of this
-//! module, which zarrs consults first; these only name them.
+//! `packbits`, `bitround`, `crc32`, `crc32c`, `jenkins_lookup3`, `astype`, `quantize`,
+//! `lzma` and numcodecs' spelling of `fixedscaleoffset` (`"astype": "|u1"`, which zarrs' own
+//! plugin refuses). Codecs are still created by the runtime plugins of this module, which
+//! zarrs consults first; these only name them.
 
 use zarrs::array::codec::api::{Codec, CodecPluginV2, CodecTraitsV2};
 use zarrs::metadata::v2::MetadataV2;
@@ -39,6 +40,17 @@ v2_plugin!(
     super::fixedscaleoffset::create
 );
 v2_plugin!(BitRoundV2, "bitround", bitround);
+v2_plugin!(Crc32V2, "crc32", super::checksum32::create_crc32);
+// zarrs registers its crc32c for v3 only.
+v2_plugin!(Crc32cV2, "crc32c", super::checksum32::create_crc32c);
+v2_plugin!(
+    JenkinsLookup3V2,
+    "jenkins_lookup3",
+    super::checksum32::create_jenkins_lookup3
+);
+v2_plugin!(AsTypeV2, "astype", super::astype::create);
+v2_plugin!(QuantizeV2, "quantize", super::quantize::create);
+v2_plugin!(LzmaV2, "lzma", super::lzma::create);
 
 fn bitround(
     config: &serde_json::Map<String, serde_json::Value>,
