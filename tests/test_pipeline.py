@@ -1305,3 +1305,35 @@ def test_complete_chunk_writes_do_not_read_the_store(ours):
         a[0, :] = np.arange(21)
         a[:] = 1
     np.testing.assert_array_equal(values(a), 1)
+
+
+@pytest.mark.parametrize("out_dtype", ["float64", ">i8", "int32"])
+def test_selections_into_out_buffers_of_another_dtype(ours, loc, out_dtype):
+    """`get_*_selection(out=...)` with a NumPy buffer of another type or byte order (zarr-
+    python's own suite reads int64 into float64): decoded natively and converted by NumPy as
+    zarr-python's `out[selection] = chunk` converts, with no fallback, missing chunks too."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    data = np.arange(1050, dtype="int64")
+    a = create(loc, OURS, shape=(1050,), chunks=(100,), dtype="int64", fill_value=-3)
+    a[:900] = data[:900]
+    want = data.copy()
+    want[900:] = -3
+    cases = [
+        ("get_basic_selection", slice(50, 150)),
+        ("get_basic_selection", slice(0, 1050)),
+        ("get_basic_selection", slice(1, 2)),
+        ("get_orthogonal_selection", ([3, 500, 1000, 7],)),
+        ("get_coordinate_selection", ([1049, 0, 333],)),
+    ]
+    with warnings.catch_warnings(), zarr.config.set({"codec_pipeline.strict": True}):
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        for method, selection in cases:
+            expect = want[selection if isinstance(selection, slice) else selection[0]]
+            out = default_buffer_prototype().nd_buffer.from_numpy_array(
+                np.zeros(expect.shape, dtype=out_dtype)
+            )
+            getattr(a, method)(selection, out=out)
+            got = out.as_numpy_array()
+            assert got.dtype == np.dtype(out_dtype)
+            np.testing.assert_array_equal(got, expect.astype(out_dtype), f"{method} {selection}")

@@ -195,16 +195,13 @@ class CodecPipeline(_abc.CodecPipeline):
         dtype = _native_dtype(self.metadata)
         return isinstance(array, np.ndarray) and dtype is not None and array.dtype == dtype
 
-    def _swapped_buffer(self, array: Any) -> bool:
-        """A buffer of the array's type in the other byte order (zarr-python allocates a v2
-        big-endian array's buffers big-endian): decoded into native scratch, NumPy swaps
-        each piece into place."""
+    def _converted_buffer(self, array: Any) -> bool:
+        """A NumPy buffer of another type or byte order than the array's (zarr-python
+        allocates a v2 big-endian array's buffers big-endian; `get_*_selection(out=)` takes
+        any NumPy buffer): decoded into native scratch, NumPy converts each piece into
+        place, as zarr-python's `out[selection] = chunk` does."""
         dtype = _native_dtype(self.metadata)
-        return (
-            isinstance(array, np.ndarray)
-            and dtype is not None
-            and array.dtype.newbyteorder("=") == dtype.newbyteorder("=")
-        )
+        return isinstance(array, np.ndarray) and dtype is not None and array.dtype != dtype
 
     def _reads_store(self, batch: list[BatchInfo]) -> bool:
         """Whether the engine fetches these chunks itself: it reaches the store, and every
@@ -252,7 +249,7 @@ class CodecPipeline(_abc.CodecPipeline):
                 present = await self._decode_into(batch, array, requests)
             else:
                 present = await self._read_picks(batch, array, drop_axes)
-        elif self._impl is not None and batch and self._swapped_buffer(array):
+        elif self._impl is not None and batch and self._converted_buffer(array):
             present = await self._read_picks(batch, array, drop_axes, _native_dtype(self.metadata))
         if present is None:
             if self._impl is not None and batch:
@@ -297,7 +294,7 @@ class CodecPipeline(_abc.CodecPipeline):
         drop_axes: tuple[int, ...],
         dtype: np.dtype[Any] | None = None,
     ) -> list[bool] | None:
-        """Integer arrays, masks, steps (and buffers in the other byte order): each chunk
+        """Integer arrays, masks, steps (and buffers of another type or byte order): each chunk
         selection becomes a pick over the chunk, which Rust reads as it reads `Array`
         selections (the chunk's box of wanted elements decoded once, then gathered); NumPy
         only puts each chunk's values at zarr-python's output selection. None when a chunk
