@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
-use crate::hierarchy::listing::{self, NodeKind};
+use crate::hierarchy::listing::NodeKind;
+use crate::hierarchy::members;
 use crate::hierarchy::node::{read_node, v3_node, Node};
 use crate::store::{key_prefix, Made, Store};
 
@@ -221,19 +222,7 @@ pub fn consolidate(store: &Store, node: &str) -> Result<()> {
     }
     let base = key_prefix(node);
     let mut members: Vec<(String, Node)> = Vec::new();
-    for (path, _) in listing::list_under(store, node)? {
-        let rel = path
-            .strip_prefix(base.trim_end_matches('/'))
-            .unwrap_or(&path)
-            .trim_start_matches('/')
-            .to_owned();
-        if rel.is_empty() {
-            continue;
-        }
-        if let Some(member) = read_node(store, &format!("/{path}"), false)? {
-            members.push((rel, member));
-        }
-    }
+    collect(store, node, "", &mut members)?;
     // zarr-python's order: shallow before deep, then by name.
     members.sort_by(|(a, _), (b, _)| {
         (a.matches('/').count(), a.to_lowercase()).cmp(&(b.matches('/').count(), b.to_lowercase()))
@@ -242,6 +231,21 @@ pub fn consolidate(store: &Store, node: &str) -> Result<()> {
         3 => consolidate_v3(store, &base, &members),
         _ => consolidate_v2(store, &base, &group, &members),
     }
+}
+
+/// Every node below the group at `node`, by path relative to the group that is being
+/// consolidated (`rel`): each group's children from one directory read or delimited LIST,
+/// so chunk keys are never listed.
+fn collect(store: &Store, node: &str, rel: &str, out: &mut Vec<(String, Node)>) -> Result<()> {
+    for (name, child) in members::children(store, node)? {
+        let path = join(rel, &name);
+        if child.kind == NodeKind::Group {
+            let below = format!("{}/{name}", node.trim_end_matches('/'));
+            collect(store, &below, &path, out)?;
+        }
+        out.push((path, child));
+    }
+    Ok(())
 }
 
 fn consolidate_v3(store: &Store, base: &str, members: &[(String, Node)]) -> Result<()> {
