@@ -42,6 +42,8 @@ def make_array(root: str) -> zarrpipe.Array:
 
 def sigint_to_exit(root: str, delay: float) -> float:
     code = f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignored
         import zarrpipe
         zarrpipe.set_num_threads(1)
         a = zarrpipe.Store({root!r}).open_array("a")

@@ -48,8 +48,11 @@ def _interrupt_child(code: str, ready_after: float) -> tuple[float, str, int]:
     seconds after it says it started, and returns the seconds from the signal to its exit,
     its stderr and its exit status."""
     env = {**os.environ, "ZARRPIPE_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+    # Python's own Ctrl-C handler, even when this process was started with SIGINT ignored
+    # (a background job of a non-interactive shell is, and its children inherit that).
+    handler = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", handler + textwrap.dedent(code)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -61,6 +64,7 @@ def _interrupt_child(code: str, ready_after: float) -> tuple[float, str, int]:
         _, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.communicate()
         pytest.fail("the child ignored Ctrl-C for 30 s")
     return time.monotonic() - sent, err, proc.returncode
 
