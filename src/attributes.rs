@@ -81,35 +81,18 @@ impl AttrState {
         let store = self.store.clone();
         let node = self.node.clone();
         let format = self.zarr_format;
-        let now = if self.is_unstored_group() {
-            let mut attrs = Map::new();
-            let mut stored = self.snapshot().clone();
-            apply_local(&mut stored, &what);
-            attrs.extend(stored);
-            let text = Value::Object(attrs.clone()).to_string();
-            run(py, move || {
-                zarrpipe_codecs::array::create::create_group(&store, &node, Some(&text), format)
-            })?;
-            self.stored();
-            attrs
-        } else {
-            run(py, move || change(&store, &node, format, &what))?
-        };
+        let unstored = self.is_unstored_group();
+        let now = run(py, move || {
+            if unstored {
+                // Created first (a group another writer made meanwhile keeps its
+                // attributes), then changed as any stored node is.
+                zarrpipe_codecs::array::create::create_group(&store, &node, None, format)?;
+            }
+            change(&store, &node, format, &what)
+        })?;
+        self.stored();
         *self.snapshot() = now;
         Ok(())
-    }
-}
-
-fn apply_local(map: &mut Map<String, Value>, what: &Change) {
-    match what {
-        Change::Set(k, v) => {
-            map.insert(k.clone(), v.clone());
-        }
-        Change::Remove(k) => {
-            map.shift_remove(k);
-        }
-        Change::Update(m) => map.extend(m.iter().map(|(k, v)| (k.clone(), v.clone()))),
-        Change::Replace(m) => *map = m.clone(),
     }
 }
 
@@ -179,7 +162,8 @@ fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
         .call_method1("loads", (value.to_string(),))
 }
 
-fn to_object(value: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>> {
+/// A Python mapping as a JSON object of attributes (see [`to_json`]).
+pub(crate) fn to_object(value: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>> {
     match to_json(value)? {
         Value::Object(m) => Ok(m),
         _ => Err(PyTypeError::new_err(

@@ -183,6 +183,9 @@ def test_attributes_are_a_mutable_mapping_with_clear_errors(tmp_path):
     with pytest.raises(TypeError, match="str"):
         g.attrs["bad"] = {1: 2}
     assert dict(g.attrs) == {}, "a refused value must leave nothing written"
+    with pytest.raises(ValueError, match="JSON"):
+        zarrpipe.Store(tmp_path / "e.zarr").create_group("sub", attributes={"x": float("inf")})
+    assert not (tmp_path / "e.zarr" / "sub").exists()
     g.attrs["arr"] = np.arange(3)
     assert g.attrs["arr"] == [0, 1, 2]
     ro = zarrpipe.Store(tmp_path / "e.zarr", mode="r").open_group()

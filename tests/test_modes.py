@@ -107,6 +107,15 @@ def test_an_unstored_group_is_created_by_its_first_write(tmp_path):
         assert z.metadata.zarr_format == 2
         assert dict(z.attrs) == {"title": "made"}
 
+    # Another writer created the group meanwhile: its attributes are kept, not replaced.
+    root3 = tmp_path / "lazy3.zarr"
+    g3 = zarrpipe.open(root3, mode="a")
+    with quiet_zarr_writes():
+        zarr.open_group(str(root3), mode="w", attributes={"theirs": 1})
+    g3.attrs["ours"] = 2
+    with quiet_zarr_writes():
+        assert dict(zarr.open_group(str(root3), mode="r").attrs) == {"theirs": 1, "ours": 2}
+
     root2 = tmp_path / "lazy2.zarr"
     g2 = zarrpipe.open(root2, mode="a", path="sub/group")
     assert not root2.exists()

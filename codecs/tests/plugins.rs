@@ -228,6 +228,42 @@ fn unsupported_cast_target_is_refused_at_open() {
     assert!(matches!(store.open("a"), Err(Error::Unsupported(_))));
 }
 
+/// A v2 array `a` of (4, 6) `dtype` elements in 2x3 chunks with `filters` and `compressor`
+/// (numcodecs JSON), written by zarrs and read back equal by zarrpipe: the reader and the
+/// whole-array region.
+fn v2_round_trip(
+    store: &TestStore,
+    dtype: &str,
+    filters: &str,
+    compressor: &str,
+) -> (zarrpipe_codecs::array::Array, Region) {
+    let zarray = format!(
+        r#"{{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"{dtype}","compressor":{compressor},
+        "fill_value":0,"filters":{filters},"order":"C"}}"#
+    );
+    store.put("a/.zarray", zarray.as_bytes());
+    let fs = Arc::new(FilesystemStore::new(store.root()).unwrap());
+    let array = Array::open(fs, "/a").unwrap();
+    // Values every codec tested keeps (quantize with 1 digit keeps sixteenths).
+    let data: Vec<u8> = if dtype == "<f4" {
+        bytes((0..24).map(|i| f32::from(i as u8) * 0.5), f32::to_ne_bytes)
+    } else {
+        bytes(0..24i32, i32::to_ne_bytes)
+    };
+    let full = zarrs::array::ArraySubset::new_with_shape(vec![4, 6]);
+    array
+        .store_array_subset(&full, ArrayBytes::from(data.clone()))
+        .unwrap();
+    let reader = store.open("a").unwrap();
+    let region = Region::resolve(&reader.info.shape, &[]).unwrap();
+    assert_eq!(
+        reader.read_region(&region, None).unwrap().to_vec(),
+        data,
+        "{filters} {compressor}"
+    );
+    (reader, region)
+}
+
 #[test]
 fn v2_filters_and_compressors_by_numcodecs_id() {
     zarrpipe_codecs::codec::harden::install();
@@ -252,29 +288,7 @@ fn v2_filters_and_compressors_by_numcodecs_id() {
             "<i4"
         };
         let store = TestStore::new();
-        let zarray = format!(
-            r#"{{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"{dtype}","compressor":{compressor},
-            "fill_value":0,"filters":{filters},"order":"C"}}"#
-        );
-        store.put("a/.zarray", zarray.as_bytes());
-        let fs = Arc::new(FilesystemStore::new(store.root()).unwrap());
-        let array = Array::open(fs, "/a").unwrap();
-        let data: Vec<u8> = if dtype == "<f4" {
-            bytes((0..24).map(|i| f32::from(i as u8) * 0.5), f32::to_ne_bytes)
-        } else {
-            bytes(0..24i32, i32::to_ne_bytes)
-        };
-        let full = zarrs::array::ArraySubset::new_with_shape(vec![4, 6]);
-        array
-            .store_array_subset(&full, ArrayBytes::from(data.clone()))
-            .unwrap();
-        let reader = store.open("a").unwrap();
-        let region = Region::resolve(&reader.info.shape, &[]).unwrap();
-        assert_eq!(
-            reader.read_region(&region, None).unwrap().to_vec(),
-            data,
-            "{filters}"
-        );
+        let (reader, region) = v2_round_trip(&store, dtype, filters, compressor);
         store.put("a/1.1", b"\x10\x00\x00\x00garbage");
         assert!(reader.read_region(&region, None).is_err());
     }
@@ -311,31 +325,8 @@ fn v2_checksums_astype_quantize_lzma_by_numcodecs_id() {
     ];
     for (dtype, filters, compressor) in cases {
         let store = TestStore::new();
-        let zarray = format!(
-            r#"{{"zarr_format":2,"shape":[4,6],"chunks":[2,3],"dtype":"{dtype}","compressor":{compressor},
-            "fill_value":0,"filters":{filters},"order":"C"}}"#
-        );
-        store.put("a/.zarray", zarray.as_bytes());
-        let fs = Arc::new(FilesystemStore::new(store.root()).unwrap());
-        let array = Array::open(fs, "/a").unwrap();
-        // Values every codec keeps (quantize with 1 digit keeps sixteenths).
-        let data: Vec<u8> = if dtype == "<f4" {
-            bytes((0..24).map(|i| f32::from(i as u8) * 0.5), f32::to_ne_bytes)
-        } else {
-            bytes(0..24i32, i32::to_ne_bytes)
-        };
-        let full = zarrs::array::ArraySubset::new_with_shape(vec![4, 6]);
-        array
-            .store_array_subset(&full, ArrayBytes::from(data.clone()))
-            .unwrap();
-        let reader = store.open("a").unwrap();
-        let region = Region::resolve(&reader.info.shape, &[]).unwrap();
+        let (reader, region) = v2_round_trip(&store, dtype, filters, compressor);
         let what = format!("{filters} {compressor}");
-        assert_eq!(
-            reader.read_region(&region, None).unwrap().to_vec(),
-            data,
-            "{what}"
-        );
         let one = Region::resolve(&reader.info.shape, &[slice(3, 4), slice(4, 5)]).unwrap();
         let file = store.root().join("a/1.1");
         let mut chunk = std::fs::read(&file).unwrap();

@@ -1138,7 +1138,8 @@ class Store:
         Raises:
             FileExistsError: An array is at `path`.
             PermissionError: The store is read-only.
-            TypeError: `attributes` is not a dict.
+            TypeError: `attributes` is not a mapping of str keys to JSON values.
+            ValueError: An attribute that JSON cannot hold (NaN, an infinity).
         """
     def open_group(self, path: str = "", *, use_consolidated: bool | None = None) -> Group:
         """Opens the group at `path`.

@@ -5,7 +5,7 @@ Why: `xr.open_zarr` plans every read through zarr-python, even with zarrpipe's c
 configured. Here xarray hands its basic, outer and vectorized selections straight to
 `zarrpipe.Array` (`arr[key]`, `arr.oindex[key]`, `arr.vindex[key]`), and the metadata comes
 from `zarrpipe.Store.open_group`, so zarr-python is not used at all. The variables xarray
-decodes are the ones its own zarr backend builds (xarray/backends/zarr.py,
+decodes are the ones its own zarr backend builds (xarray's `backends/zarr.py`,
 `ZarrStore.open_store_variable`), so that both engines give identical Datasets;
 docs/guide/xarray.md says what is done where.
 """

@@ -15,7 +15,7 @@ use zarrpipe_codecs::hierarchy::node::{read_node, Node};
 use zarrpipe_codecs::store::node_path;
 
 use super::Store;
-use crate::attributes::{AttrState, Attributes};
+use crate::attributes::{to_object, AttrState, Attributes};
 use crate::errors::to_pyerr;
 use crate::runtime::run;
 
@@ -65,11 +65,8 @@ impl Group {
     pub fn unstored(store: &Bound<'_, Store>, node_path: String, zarr_format: u8) -> Self {
         let engine = store.get().engine().clone();
         Self {
-            store: store.clone().unbind(),
             attrs: AttrState::unstored_group(engine, node_path.clone(), zarr_format),
-            node: node_path,
-            zarr_format,
-            consolidated: Mutex::new(None),
+            ..Self::with(store, node_path, zarr_format, serde_json::Map::new(), None)
         }
     }
 
@@ -465,13 +462,9 @@ pub(super) fn create(
     zarr_format: u8,
 ) -> PyResult<Group> {
     let py = slf.py();
-    let attrs: Option<String> = match attributes {
-        None => None,
-        Some(a) if a.is_instance_of::<PyDict>() => {
-            Some(py.import("json")?.call_method1("dumps", (a,))?.extract()?)
-        }
-        Some(_) => return Err(PyTypeError::new_err("attributes must be a dict")),
-    };
+    let attrs = attributes
+        .map(|a| Ok::<_, PyErr>(serde_json::Value::Object(to_object(a)?).to_string()))
+        .transpose()?;
     let store = slf.get().store.clone();
     let node = node_path(path).map_err(to_pyerr)?;
     let at = node.clone();

@@ -14,6 +14,7 @@ use crate::array::Array;
 use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
 use crate::hierarchy::listing::{node_kind, NodeKind};
+use crate::hierarchy::node::pretty;
 use crate::store::{key_prefix, node_path, Store};
 
 /// What to create (zarr-python's `create_array` arguments, normalised to JSON).
@@ -291,10 +292,6 @@ fn group_documents(
             "zarr_format must be 2 or 3, not {other}"
         ))),
     }
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
 fn check_shapes(spec: &ArraySpec) -> Result<()> {

@@ -89,7 +89,7 @@ impl Array {
             Ok(array) => array,
             Err(ArrayCreateError::InvalidFillValueMetadata { .. }) => {
                 // zarrs rejects some v2 `fill_value: null` (complex); read it as zarr-python does.
-                let json = v2_metadata_json(&store, &node).ok_or_else(|| Error::Metadata {
+                let json = metadata_json(&store, &node).ok_or_else(|| Error::Metadata {
                     path: node.clone(),
                     reason: "invalid fill value".into(),
                 })?;
@@ -126,10 +126,12 @@ impl Array {
     pub fn with_metadata(store: Arc<Store>, path: &str, metadata_json: &str) -> Result<Self> {
         crate::codec::harden::install();
         let node = node_path(path)?;
+        // Parsed once: repaired (a v2 string fill value), and kept for a stand-in type.
+        let mut doc = serde_json::from_str::<Value>(metadata_json).ok();
         let mut fixed = None;
-        if let Ok(mut json) = serde_json::from_str::<Value>(metadata_json) {
-            if v2_string_fill(&mut json) {
-                fixed = Some(json.to_string());
+        if let Some(d) = doc.as_mut() {
+            if v2_string_fill(d) {
+                fixed = Some(d.to_string());
             }
         }
         let metadata_json = fixed.as_deref().unwrap_or(metadata_json);
@@ -143,18 +145,13 @@ impl Array {
         let stand_in = numpy_type.is_some();
         let mut array = Self::from_zarrs(store, node, zarrs, numpy_type)?;
         if stand_in {
-            array.stored_document =
-                serde_json::from_str::<Value>(metadata_json)
-                    .ok()
-                    .map(|mut doc| {
-                        // A v2 document came with its .zattrs merged in; .zarray has none.
-                        if array.info.zarr_format == 2 {
-                            if let Value::Object(m) = &mut doc {
-                                m.shift_remove("attributes");
-                            }
-                        }
-                        doc
-                    });
+            if let Some(Value::Object(m)) = &mut doc {
+                if array.info.zarr_format == 2 {
+                    // A v2 document comes with its .zattrs merged in; .zarray has none.
+                    m.shift_remove("attributes");
+                }
+            }
+            array.stored_document = doc;
         }
         Ok(array)
     }
@@ -462,22 +459,14 @@ fn parse_metadata_typed(
     Ok((metadata, numpy_type))
 }
 
-/// The metadata document of the array at `node`: v3 `zarr.json`, else v2 (`.zarray` with
-/// `.zattrs`).
+/// The metadata document of the array at `node` as stored: v3 `zarr.json`, else v2
+/// (`.zarray` with `.zattrs` merged in as `"attributes"`).
 fn metadata_json(store: &Store, node: &str) -> Option<String> {
-    use zarrs::storage::StoreKey;
-    let prefix = node.trim_matches('/');
-    let key = if prefix.is_empty() {
-        "zarr.json".to_owned()
-    } else {
-        format!("{prefix}/zarr.json")
-    };
-    let v3 = StoreKey::new(key)
-        .ok()
-        .and_then(|k| store.zarrs().get(&k).ok().flatten());
-    match v3 {
-        Some(bytes) => String::from_utf8(bytes.to_vec()).ok(),
-        None => v2_metadata_json(store, node),
+    match crate::hierarchy::node::read_node(store, node, false) {
+        Ok(Some(n)) if n.kind == crate::hierarchy::listing::NodeKind::Array => {
+            Some(n.document.to_string())
+        }
+        _ => None,
     }
 }
 
@@ -501,26 +490,6 @@ fn v2_string_fill(json: &mut Value) -> bool {
         }
         _ => false,
     }
-}
-
-/// The .zarray (with .zattrs) of a v2 array, as one JSON document.
-fn v2_metadata_json(store: &Store, node: &str) -> Option<String> {
-    use zarrs::storage::StoreKey;
-    let prefix = node.trim_matches('/');
-    let key = |name: &str| {
-        StoreKey::new(if prefix.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{prefix}/{name}")
-        })
-        .ok()
-    };
-    let get = |name: &str| store.zarrs().get(&key(name)?).ok().flatten();
-    let mut meta: Value = serde_json::from_slice(&get(".zarray")?).ok()?;
-    if let Some(attrs) = get(".zattrs").and_then(|a| serde_json::from_slice::<Value>(&a).ok()) {
-        meta["attributes"] = attrs;
-    }
-    Some(meta.to_string())
 }
 
 fn regular_chunk_shape(grid: &Value) -> Option<Vec<u64>> {

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::hierarchy::consolidated::pretty;
+use crate::hierarchy::node::pretty;
 use crate::hierarchy::METADATA_LIMIT;
 use crate::store::{key_prefix, Made, Store};
 
@@ -23,7 +23,8 @@ pub enum Change {
 }
 
 impl Change {
-    fn apply(&self, attrs: &mut Map<String, Value>) {
+    /// Applies the change to `attrs`.
+    pub fn apply(&self, attrs: &mut Map<String, Value>) {
         match self {
             Self::Set(k, v) => {
                 attrs.insert(k.clone(), v.clone());

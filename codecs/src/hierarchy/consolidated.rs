@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, Result};
 use crate::hierarchy::listing::NodeKind;
 use crate::hierarchy::members;
-use crate::hierarchy::node::{read_node, v3_node, Node};
+use crate::hierarchy::node::{pretty, read_node, v3_node, Node};
 use crate::store::{key_prefix, Made, Store};
 
 /// The consolidated metadata of one group.
@@ -329,10 +329,6 @@ fn consolidate_v2(
 
 fn empty_consolidated() -> Value {
     json!({"kind": "inline", "must_understand": false, "metadata": {}})
-}
-
-pub(crate) fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
 #[cfg(test)]

@@ -84,15 +84,11 @@ pub fn list_under(store: &Store, node: &str) -> Result<Vec<(String, NodeKind)>> 
     match store.local_root() {
         Some(root) => walk_local(store, root, base, &mut found)?,
         None => {
-            use zarrs::storage::{ListableStorageTraits, StorePrefix};
-            let keys = if base.is_empty() {
-                store.zarrs().list()
-            } else {
-                let p = StorePrefix::new(format!("{base}/"))
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                store.zarrs().list_prefix(&p)
-            }
-            .map_err(|e| crate::store::zarrs_storage_error(node, &e))?;
+            use zarrs::storage::ListableStorageTraits;
+            let keys = store
+                .zarrs()
+                .list_prefix(&crate::store::store_prefix(base)?)
+                .map_err(|e| crate::store::zarrs_storage_error(node, &e))?;
             let mut dirs: Vec<String> = keys
                 .iter()
                 .filter_map(|k| {

@@ -30,15 +30,10 @@ pub fn children(store: &Store, node: &str) -> Result<Vec<(String, Node)>> {
         let (r, p) = (remote.clone(), prefix.clone());
         remote.block_on(async move { r.list_dirs(&p).await })?
     } else {
-        use zarrs::storage::{ListableStorageTraits, StorePrefix};
-        let p = if prefix.is_empty() {
-            StorePrefix::root()
-        } else {
-            StorePrefix::new(prefix.clone()).map_err(|e| Error::InvalidArgument(e.to_string()))?
-        };
+        use zarrs::storage::ListableStorageTraits;
         store
             .zarrs()
-            .list_dir(&p)
+            .list_dir(&crate::store::store_prefix(&prefix)?)
             .map_err(|e| crate::store::zarrs_storage_error(node, &e))?
             .prefixes()
             .iter()

@@ -24,6 +24,11 @@ pub struct Node {
     pub consolidated: Option<Consolidated>,
 }
 
+/// A metadata document as zarr-python writes it (indented by 2).
+pub(crate) fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
 /// Reads the JSON document at `key`; `None` when the key does not exist.
 pub fn read_json(store: &Store, key: &str) -> Result<Option<Value>> {
     let Some(bytes) = store.read(key, METADATA_LIMIT)? else {

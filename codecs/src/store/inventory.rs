@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::store::{zarrs_storage_error, Backend, Store};
+use crate::store::{store_prefix, zarrs_storage_error, Backend, Store};
 
 impl Store {
     /// Every value under `prefix` (`""`: the whole store) as (key, size in bytes).
@@ -22,16 +22,10 @@ impl Store {
                 remote.block_on(async move { r.list_sizes(&p).await })?
             }
             Backend::Memory(_) | Backend::Zarrs => {
-                use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits, StorePrefix};
-                let p = if prefix.is_empty() {
-                    StorePrefix::root()
-                } else {
-                    StorePrefix::new(format!("{}/", prefix.trim_matches('/')))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
-                };
+                use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits};
                 let zarrs = self.zarrs();
                 let keys = zarrs
-                    .list_prefix(&p)
+                    .list_prefix(&store_prefix(prefix)?)
                     .map_err(|e| zarrs_storage_error(prefix, &e))?;
                 keys.into_iter()
                     .map(|k| {

@@ -116,13 +116,19 @@ impl Store {
                 path.display()
             )));
         }
+        let scope = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Self::local(path, &scope)
+    }
+
+    /// A local directory store at `path`, its keys' turns named by `scope` (the directory's
+    /// one absolute name).
+    fn local(path: &Path, scope: &Path) -> Result<Self> {
         let zarrs = FilesystemStore::new(path).map_err(|e| {
             Error::storage(
                 &path.display().to_string(),
                 std::io::Error::other(e.to_string()),
             )
         })?;
-        let scope = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(Self {
             backend: Backend::Local(path.to_path_buf()),
             zarrs: Arc::new(zarrs),
@@ -147,21 +153,8 @@ impl Store {
                         path.display()
                     )));
                 }
-                let zarrs = FilesystemStore::new(path).map_err(|e| {
-                    Error::storage(
-                        &path.display().to_string(),
-                        std::io::Error::other(e.to_string()),
-                    )
-                })?;
                 let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-                Ok(Self {
-                    backend: Backend::Local(path.to_path_buf()),
-                    zarrs: Arc::new(zarrs),
-                    description: path.display().to_string(),
-                    read_only: false,
-                    turn_scope: format!("file:{}", absolute.display()),
-                    durable: false,
-                })
+                Self::local(path, &absolute)
             }
             Err(e) => Err(Error::storage(&path.display().to_string(), e)),
         }
@@ -189,16 +182,10 @@ impl Store {
                     .is_empty())
             }
             Backend::Memory(_) | Backend::Zarrs => {
-                use zarrs::storage::{ListableStorageTraits, StorePrefix};
-                let p = if prefix.is_empty() {
-                    StorePrefix::root()
-                } else {
-                    StorePrefix::new(format!("{}/", prefix.trim_matches('/')))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
-                };
+                use zarrs::storage::ListableStorageTraits;
                 let keys = self
                     .zarrs
-                    .list_prefix(&p)
+                    .list_prefix(&store_prefix(prefix)?)
                     .map_err(|e| zarrs_storage_error(prefix, &e))?;
                 Ok(keys.is_empty())
             }
@@ -480,6 +467,16 @@ fn open_file(path: &Path, key: &str) -> Result<Option<File>> {
         ));
     }
     Ok(Some(file))
+}
+
+/// zarrs' prefix of the keys under `prefix` (`""`, `"a"`, `"a/b/"`: the root, `a/`, `a/b/`).
+pub(crate) fn store_prefix(prefix: &str) -> Result<zarrs::storage::StorePrefix> {
+    let p = prefix.trim_matches('/');
+    if p.is_empty() {
+        return Ok(zarrs::storage::StorePrefix::root());
+    }
+    zarrs::storage::StorePrefix::new(format!("{p}/"))
+        .map_err(|e| Error::InvalidArgument(e.to_string()))
 }
 
 /// The key prefix of the node at `node`: `"a/b/"`, or `""` for the root.

@@ -529,25 +529,10 @@ impl Remote {
             .collect())
     }
 
+    /// Every key under `prefix` (one LIST, paged by object_store).
     pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
-        use futures::TryStreamExt;
-        self.counts.lists.fetch_add(1, Ordering::Relaxed);
-        let base = self.path(prefix);
-        let listed: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(Some(&base))
-            .try_collect()
-            .await
-            .map_err(|e| storage_error(prefix, e))?;
-        let strip = if self.prefix.as_ref().is_empty() {
-            String::new()
-        } else {
-            format!("{}/", self.prefix)
-        };
-        Ok(listed
-            .into_iter()
-            .filter_map(|m| m.location.as_ref().strip_prefix(&strip).map(str::to_owned))
-            .collect())
+        let listed = self.list_sizes(prefix).await?;
+        Ok(listed.into_iter().map(|(key, _)| key).collect())
     }
 
     /// The names of the "directories" directly under `prefix` (one LIST with a delimiter,

@@ -44,15 +44,10 @@ impl Store {
                 self.put_many(&ops)
             }
             Backend::Memory(store) => {
-                use zarrs::storage::{StorePrefix, WritableStorageTraits};
-                let result = if prefix.is_empty() {
-                    store.erase_prefix(&StorePrefix::root())
-                } else {
-                    let p = StorePrefix::new(format!("{}/", prefix.trim_matches('/')))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                    store.erase_prefix(&p)
-                };
-                result.map_err(|e| zarrs_storage_error(prefix, &e))
+                use zarrs::storage::WritableStorageTraits;
+                store
+                    .erase_prefix(&super::store_prefix(prefix)?)
+                    .map_err(|e| zarrs_storage_error(prefix, &e))
             }
             Backend::Zarrs => unreachable!("check_writable refuses zarrs stores"),
         }

@@ -12,7 +12,7 @@ use zarrs::array::codec::api::{Codec, CodecError};
 use zarrs::plugin::PluginCreateError;
 
 use super::array_codec::{expect_len, ArrayCodec, Transform};
-use super::numeric::{cast, load, store};
+use super::numeric::convert;
 use super::{bad_config, little_endian_dtype};
 use crate::ElementType;
 
@@ -62,15 +62,6 @@ impl AsType {
             _ => Ok(()),
         }
     }
-}
-
-/// `n` elements of `from` in `bytes`, cast to `to`.
-fn convert(bytes: &[u8], from: ElementType, to: ElementType, n: usize) -> Vec<u8> {
-    let mut out = vec![0u8; n * to.size()];
-    for i in 0..n {
-        store(to, cast(load(from, bytes, i), to), &mut out, i);
-    }
-    out
 }
 
 impl Transform for AsType {

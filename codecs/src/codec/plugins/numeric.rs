@@ -148,6 +148,15 @@ pub fn store(t: E, v: Val, bytes: &mut [u8], i: usize) {
 /// round to nearest, float to integer truncates toward zero (NaN and out-of-range values,
 /// undefined in NumPy, saturate), complex to real drops the imaginary part.
 #[must_use]
+/// `n` elements of `from` in `bytes`, each cast to `to` (NumPy's `astype`).
+pub fn convert(bytes: &[u8], from: E, to: E, n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n * to.size()];
+    for i in 0..n {
+        store(to, cast(load(from, bytes, i), to), &mut out, i);
+    }
+    out
+}
+
 pub fn cast(v: Val, t: E) -> Val {
     let re = match v {
         Val::Int(x) => x as f64,

@@ -12,7 +12,7 @@ use zarrs::array::codec::api::{Codec, CodecError};
 use zarrs::plugin::PluginCreateError;
 
 use super::array_codec::{expect_len, ArrayCodec, Transform};
-use super::numeric::{cast, is_float, load, round_to, store, Val};
+use super::numeric::{cast, convert, is_float, load, round_to, store, Val};
 use super::{bad_config, little_endian_dtype};
 use crate::ElementType;
 
@@ -121,11 +121,7 @@ impl Transform for Quantize {
     fn decode(&self, bytes: &[u8], decoded: ElementType, n: usize) -> Result<Vec<u8>, CodecError> {
         let astype = self.stored(decoded)?;
         expect_len(NAME, bytes, astype, n)?;
-        let mut out = vec![0u8; n * decoded.size()];
-        for i in 0..n {
-            store(decoded, cast(load(astype, bytes, i), decoded), &mut out, i);
-        }
-        Ok(out)
+        Ok(convert(bytes, astype, decoded, n))
     }
 }
 
