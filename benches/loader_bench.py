@@ -8,7 +8,8 @@ sharded, shards of 1,024 images with inner chunks of 64), generated once into DI
 samples/s and peak RSS (batch 64) of:
 
 - zarrpipe: `zarrpipe.torch.ZarrDataset`, one shuffled epoch (all 16,384 samples), in a
-  `DataLoader(batch_size=None)`;
+  `DataLoader(batch_size=None)`; `zarrpipe-copy` the same with `shared_memory=False` (workers
+  hand torch fresh batches, which it copies into shared memory);
 - zarr-python, zarr-python with zarrs-python's `ZarrsCodecPipeline`, and TensorStore: a
   plain `torch.utils.data.Dataset` whose `__getitem__` reads one image, in a
   `DataLoader(batch_size=64)` over 2,048 randomly chosen samples;
@@ -18,7 +19,9 @@ samples/s and peak RSS (batch 64) of:
 
 each with `num_workers` 0 and 2 (workers forked). Every run is a fresh process (so its peak
 RSS is its own: `ru_maxrss` of the process, and of its largest worker); the file cache is
-warm. Reports the median of `--repeats` runs and their range.
+warm. The runs are interleaved (each configuration once per round). Reports the median of
+`--repeats` runs and their range. `--touch` makes the loop read
+every batch (a sum over it), as a training step would; by default it only counts samples.
 """
 
 from __future__ import annotations
@@ -123,6 +126,16 @@ class _PerSample:
         return torch.from_numpy(np.asarray(self._arr[i]))
 
 
+def consume(batch: Any, touch: bool) -> int:
+    """The batch's sample count; with `touch`, after reading every byte of it, as a training
+    step does (a worker's batch is then read from the memory it arrived in)."""
+    if touch:
+        import torch
+
+        batch.view(-1).to(dtype=torch.int32).sum()
+    return int(batch.shape[0])
+
+
 def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
     import torch.utils.data
     import zarrpipe
@@ -143,14 +156,15 @@ def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         arr.read_into(None, out)
         samples = out.shape[0]
-    elif reader == "zarrpipe":
+    elif reader in ("zarrpipe", "zarrpipe-copy"):
         from zarrpipe.torch import ZarrDataset
 
         arr = zarrpipe.Store(cfg["data"]).open_array(cfg["layout"])
-        dataset = ZarrDataset(arr, BATCH, seed=cfg["seed"])
+        shared = reader == "zarrpipe"
+        dataset = ZarrDataset(arr, BATCH, seed=cfg["seed"], shared_memory=shared)
         t0 = time.perf_counter()
         loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
-        samples = sum(int(b.shape[0]) for b in loader)
+        samples = sum(consume(b, cfg["touch"]) for b in loader)
     else:
         rng = np.random.default_rng(cfg["seed"])
         subset = rng.choice(IMAGES, SUBSET, replace=False).tolist()
@@ -161,7 +175,7 @@ def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
             sampler=torch.utils.data.SubsetRandomSampler(subset),
             num_workers=workers,
         )
-        samples = sum(int(b.shape[0]) for b in loader)
+        samples = sum(consume(b, cfg["touch"]) for b in loader)
     seconds = time.perf_counter() - t0
     kib = 1024  # ru_maxrss is in KiB on Linux
     return {
@@ -195,7 +209,18 @@ def main() -> None:
     ap.add_argument(
         "--readers",
         nargs="+",
-        default=["read-all", "read-into", "zarrpipe", "zarr", "zarrs", "tensorstore"],
+        default=[
+            "read-all",
+            "read-into",
+            "zarrpipe",
+            "zarrpipe-copy",
+            "zarr",
+            "zarrs",
+            "tensorstore",
+        ],
+    )
+    ap.add_argument(
+        "--touch", action="store_true", help="read every batch's bytes, as a training step would"
     )
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -209,33 +234,37 @@ def main() -> None:
                 f.read_bytes()
     print(f"# {IMAGES} images {SIDE}x{SIDE} uint16, batch {BATCH}, {args.repeats} runs each")
     print(
-        f"{'layout':8} {'reader':12} {'workers':>7} {'samples':>7} {'samples/s':>10} "
+        f"{'layout':8} {'reader':13} {'workers':>7} {'samples':>7} {'samples/s':>10} "
         f"{'range':>19} {'peak RSS MiB':>12} {'worker MiB':>10}"
     )
-    for layout in args.layouts:
-        for reader in args.readers:
-            for workers in [0] if reader.startswith("read-") else args.workers:
-                runs = [
-                    measure(
-                        {
-                            "data": str(args.data),
-                            "layout": layout,
-                            "reader": reader,
-                            "workers": workers,
-                            "seed": rep,
-                        }
-                    )
-                    for rep in range(args.repeats)
-                ]
-                rates = [r["samples"] / r["seconds"] for r in runs]
-                print(
-                    f"{layout:8} {reader:12} {workers:7d} {runs[0]['samples']:7d} "
-                    f"{statistics.median(rates):10.0f} "
-                    f"{min(rates):9.0f}-{max(rates):<9.0f} "
-                    f"{max(r['rss_main'] for r in runs) / 2**20:12.0f} "
-                    f"{max(r['rss_worker'] for r in runs) / 2**20 if workers else 0:10.0f}",
-                    flush=True,
-                )
+    configs = [
+        {
+            "data": str(args.data),
+            "layout": layout,
+            "reader": reader,
+            "workers": workers,
+            "touch": args.touch,
+        }
+        for layout in args.layouts
+        for reader in args.readers
+        for workers in ([0] if reader.startswith("read-") else args.workers)
+    ]
+    # Interleaved: every configuration once per round, so a drift of the machine's speed
+    # spreads over all of them instead of landing on one.
+    runs: list[list[dict[str, Any]]] = [[] for _ in configs]
+    for rep in range(args.repeats):
+        for k, cfg in enumerate(configs):
+            runs[k].append(measure({**cfg, "seed": rep}))
+    for cfg, done in zip(configs, runs, strict=True):
+        rates = [r["samples"] / r["seconds"] for r in done]
+        print(
+            f"{cfg['layout']:8} {cfg['reader']:13} {cfg['workers']:7d} {done[0]['samples']:7d} "
+            f"{statistics.median(rates):10.0f} "
+            f"{min(rates):9.0f}-{max(rates):<9.0f} "
+            f"{max(r['rss_main'] for r in done) / 2**20:12.0f} "
+            f"{max(r['rss_worker'] for r in done) / 2**20 if cfg['workers'] else 0:10.0f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -91,6 +91,44 @@ fn dtype_arg<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py,
 }
 
 /// The element type of a NumPy dtype, ignoring byte order (callers normalise it).
+/// `numpy.asarray(value, dtype)`, except that a time array changes byte order through its
+/// int64 counts: NumPy copies a generic-unit time (`<m8[2generic]` from `>m8[2generic]`)
+/// unswapped.
+pub fn as_dtype<'py>(
+    value: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = value.py().import("numpy")?;
+    if !value.is_instance(&np.getattr("ndarray")?)? {
+        return np.call_method1("asarray", (value, dtype));
+    }
+    let array = value;
+    let from = array.getattr("dtype")?;
+    let times = |d: &Bound<'py, PyAny>| -> PyResult<bool> {
+        Ok(matches!(
+            d.getattr("kind")?.extract::<String>()?.as_str(),
+            "M" | "m"
+        ))
+    };
+    if times(&from)? && times(dtype)? && !from.eq(dtype)? {
+        let order = |d: &Bound<'py, PyAny>| -> PyResult<String> {
+            let o: String = d.getattr("byteorder")?.extract()?;
+            Ok(if o == "=" { String::new() } else { o })
+        };
+        let (a, b) = (order(&from)?, order(dtype)?);
+        let same_unit = from
+            .call_method1("newbyteorder", ("=",))?
+            .eq(dtype.call_method1("newbyteorder", ("=",))?)?;
+        if same_unit && a != b {
+            return array
+                .call_method1("view", (format!("{a}i8"),))?
+                .call_method1("astype", (format!("{b}i8"),))?
+                .call_method1("view", (dtype,));
+        }
+    }
+    np.call_method1("asarray", (array, dtype))
+}
+
 pub fn from_numpy_dtype(descr: &Bound<'_, PyArrayDescr>) -> PyResult<ElementType> {
     let size = descr.itemsize();
     let kind = match descr.kind() {

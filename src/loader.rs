@@ -1,17 +1,21 @@
 //! `zarrpipe._Rows` (internal): the batch loader's two engine calls. `read` decodes a window of
 //! row ranges of an array once, in parallel, straight into one buffer; `gather` copies chosen
 //! rows of one or more windows into a fresh, uniquely held `Tensor` (a batch whose
-//! `into_dlpack()` always succeeds). Both run detached on the decoding pool.
+//! `into_dlpack()` always succeeds), and `gather_into` into the caller's buffer (a
+//! DataLoader worker's shared memory). All run detached on the decoding pool.
 
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
+use numpy::PyUntypedArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use zarrpipe_codecs::read::rows::{gather_rows, RowSource};
+use zarrpipe_codecs::memory::out::OutPtr;
+use zarrpipe_codecs::read::rows::{gather_rows, gather_rows_into, RowSource};
 use zarrpipe_codecs::ElementType;
 
 use crate::array::Array;
+use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::tensor::Tensor;
 
@@ -90,25 +94,11 @@ impl Rows {
     /// come from one array along one axis).
     #[staticmethod]
     fn gather(py: Python<'_>, parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>) -> PyResult<Tensor> {
-        let Some((first, _)) = parts.first() else {
-            return Err(PyValueError::new_err("gather needs at least one part"));
-        };
-        let (axis, dtype) = (first.axis, first.dtype);
-        if parts
-            .iter()
-            .any(|(r, _)| r.axis != axis || r.dtype != dtype)
-        {
-            return Err(PyValueError::new_err(
-                "gather: parts read along different axes or of different dtypes",
-            ));
-        }
-        // Clones of the buffers (reference counts, no copy) cross into the detached work.
-        let owned: Vec<(Bytes, Vec<u64>, Vec<u64>)> = parts
-            .into_iter()
-            .map(|(r, idx)| Ok((r.bytes()?, r.shape.clone(), idx)))
-            .collect::<PyResult<_>>()?;
+        let owned = owned_parts(parts)?;
+        let (axis, dtype) = (owned.axis, owned.dtype);
         let (bytes, shape) = run(py, move || {
             let sources: Vec<RowSource<'_>> = owned
+                .parts
                 .iter()
                 .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
                 .collect();
@@ -120,4 +110,65 @@ impl Rows {
             dtype,
         ))
     }
+
+    /// Like `gather`, into `out`: a writable, C-contiguous NumPy array of exactly the batch's
+    /// size (its dtype and shape are the caller's; a DataLoader worker's shared memory).
+    /// Returns the batch's shape.
+    #[staticmethod]
+    fn gather_into(
+        py: Python<'_>,
+        parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>,
+        out: Bound<'_, PyUntypedArray>,
+    ) -> PyResult<Vec<u64>> {
+        let owned = owned_parts(parts)?;
+        let (axis, dtype) = (owned.axis, owned.dtype);
+        let contiguous: bool = out.getattr("flags")?.getattr("c_contiguous")?.extract()?;
+        if !contiguous {
+            return Err(PyValueError::new_err(
+                "gather_into: out is not C-contiguous",
+            ));
+        }
+        let (ptr, layout) = numpy_layout(&out, true)?;
+        // SAFETY: `out` stays alive (borrowed here) while the copy runs detached, and the
+        // engine checks its size before writing.
+        let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
+        let shape = run(py, move || {
+            let sources: Vec<RowSource<'_>> = owned
+                .parts
+                .iter()
+                .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
+                .collect();
+            gather_rows_into(&sources, axis, dtype.size(), &out_ptr)
+        })?;
+        drop(out);
+        Ok(shape)
+    }
+}
+
+/// The parts of a gather: clones of their buffers (reference counts, no copy), which cross
+/// into detached work, with the axis and dtype they share.
+struct Parts {
+    parts: Vec<(Bytes, Vec<u64>, Vec<u64>)>,
+    axis: usize,
+    dtype: ElementType,
+}
+
+fn owned_parts(parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>) -> PyResult<Parts> {
+    let Some((first, _)) = parts.first() else {
+        return Err(PyValueError::new_err("gather needs at least one part"));
+    };
+    let (axis, dtype) = (first.axis, first.dtype);
+    if parts
+        .iter()
+        .any(|(r, _)| r.axis != axis || r.dtype != dtype)
+    {
+        return Err(PyValueError::new_err(
+            "gather: parts read along different axes or of different dtypes",
+        ));
+    }
+    let parts = parts
+        .into_iter()
+        .map(|(r, idx)| Ok((r.bytes()?, r.shape.clone(), idx)))
+        .collect::<PyResult<_>>()?;
+    Ok(Parts { parts, axis, dtype })
 }

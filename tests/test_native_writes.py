@@ -794,15 +794,91 @@ def test_variable_length_arrays_are_created_as_zarr_python_creates_them(tmp_path
     assert ours[...].tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("name", ["int2", "int4", "uint2", "uint4"])
-def test_dtypes_without_a_zarr_spelling_are_refused(tmp_path, name):
-    """ml_dtypes' sub-byte integers look like raw bytes to NumPy: they must be refused, not
-    stored as raw bytes that read back as bytes."""
+SUB_BYTE = {"int2": (2, True), "int4": (4, True), "uint2": (2, False), "uint4": (4, False)}
+
+
+def _packbits(values: np.ndarray, bits: int) -> bytes:
+    """The spec's packbits (zarr-extensions), written out independently: each element's low
+    `bits` bits in order from bit 0 of byte 0, zero-padded, the padding count first."""
+    stream = []
+    for v in values.view(np.uint8).tolist():
+        stream += [(v >> b) & 1 for b in range(bits)]
+    pad = -len(stream) % 8
+    stream += [0] * pad
+    out = bytes(
+        sum(bit << k for k, bit in enumerate(stream[i : i + 8])) for i in range(0, len(stream), 8)
+    )
+    return bytes([pad]) + out
+
+
+@pytest.mark.parametrize("name", list(SUB_BYTE))
+def test_sub_byte_integers_as_zarr_extensions_spells_them(tmp_path, name):
+    """ml_dtypes' sub-byte integers are zarr-extensions' `int2`/`int4`/`uint2`/`uint4`: one
+    byte each in the `bytes` codec (sign-extended when signed), `bits` bits in `packbits`."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
+    bits, signed = SUB_BYTE[name]
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    values = np.array([lo, hi, 0, 1, lo, hi, 1], dtype=np.int8).astype(dtype)
     store = zarrpipe.Store(tmp_path / "s.zarr")
-    with pytest.raises(TypeError, match=name):
-        store.create_array("x", shape=(4,), dtype=getattr(ml_dtypes, name), chunks=(4,))
-    assert not (tmp_path / "s.zarr").exists()
-    # Records are raw bytes too, and still created.
-    rec = store.create_array("r", shape=(2,), dtype=[("a", "<i2"), ("b", "<f4")], chunks=(2,))
-    assert rec.dtype.names == ("a", "b")
+    arr = store.create_array(
+        "x", shape=(9,), dtype=dtype, chunks=(9,), fill_value=hi, compressors=None
+    )
+    meta = json.loads((tmp_path / "s.zarr" / "x" / "zarr.json").read_text())
+    assert (meta["data_type"], meta["fill_value"]) == (name, hi)
+    arr[1:8] = values
+    got = arr[...]
+    assert got.dtype == dtype
+    assert got.astype(np.int8).tolist() == [hi, *values.astype(np.int8).tolist(), hi]
+    stored = (tmp_path / "s.zarr" / "x" / "c" / "0").read_bytes()
+    assert list(stored) == [v & 0xFF for v in got.astype(np.int8).tolist()]
+    # Types DLPack cannot describe keep to_numpy().
+    t = arr.read()
+    with pytest.raises(BufferError):
+        t.__dlpack__()
+    assert t.to_numpy().astype(np.int8).tolist() == got.astype(np.int8).tolist()
+    # packbits, as the spec lays it out, read and written.
+    meta["codecs"] = [{"name": "packbits", "configuration": {"padding_encoding": "first_byte"}}]
+    (tmp_path / "s.zarr" / "p").mkdir()
+    (tmp_path / "s.zarr" / "p" / "zarr.json").write_text(json.dumps(meta))
+    (tmp_path / "s.zarr" / "p" / "c").mkdir()
+    (tmp_path / "s.zarr" / "p" / "c" / "0").write_bytes(_packbits(got, bits))
+    packed = store.open_array("p")
+    assert packed[...].astype(np.int8).tolist() == got.astype(np.int8).tolist()
+    packed[0] = np.array(lo, np.int8).astype(dtype)
+    want = got.astype(np.int8)
+    want[0] = lo
+    assert (tmp_path / "s.zarr" / "p" / "c" / "0").read_bytes() == _packbits(
+        want.astype(dtype), bits
+    )
+    # Zarr v2 has no such type: refused before anything is written.
+    with pytest.raises(TypeError, match="zarr_format=3"):
+        store.create_array("v2", shape=(4,), dtype=dtype, chunks=(4,), zarr_format=2)
+    assert not (tmp_path / "s.zarr" / "v2").exists()
+
+
+@pytest.mark.parametrize(("name", "bits"), [("float4_e2m1fn", 4), ("float6_e2m3fn", 6)])
+def test_small_floats_packed_by_packbits_at_their_width(tmp_path, name, bits):
+    """`packbits` packs a 4- or 6-bit float in 4 or 6 bits (the spec), not as a byte."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    values = np.array([0.5, -1.0, 2.0, 0.0, 1.5], dtype=np.float32).astype(dtype)
+    meta = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [5],
+        "data_type": name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [{"name": "packbits", "configuration": {"padding_encoding": "first_byte"}}],
+    }
+    (tmp_path / "p" / "c").mkdir(parents=True)
+    (tmp_path / "p" / "zarr.json").write_text(json.dumps(meta))
+    (tmp_path / "p" / "c" / "0").write_bytes(_packbits(values, bits))
+    arr = zarrpipe.Store(tmp_path).open_array("p")
+    assert arr.dtype == dtype
+    assert arr[...].astype(np.float32).tolist() == values.astype(np.float32).tolist()
+    arr[1] = np.array(-0.5, np.float32).astype(dtype)
+    values[1] = np.array(-0.5, np.float32).astype(dtype)
+    assert (tmp_path / "p" / "c" / "0").read_bytes() == _packbits(values, bits)

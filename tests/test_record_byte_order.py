@@ -1,11 +1,11 @@
 """Byte order of records and times: what zarrpipe stores and reads equals zarr-python's own
 pipeline, whatever byte order the caller's NumPy dtype has; v3 records whose bytes codec
-stores their fields in the other byte order are refused cleanly (the engine swaps no field),
-never read as wrong values."""
+stores their fields in the other byte order (big-endian, `BytesCodec(endian="big")`) are
+read and written with every multi-byte field swapped, natively and through the pipeline,
+with the bytes zarr-python stores."""
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -100,34 +100,83 @@ def test_bytes_and_values_equal_zarr_pythons(tmp_path: Path, dtype: np.dtype, za
     assert native[:10].tolist() == ours.tolist()
 
 
-def test_records_stored_big_endian_are_refused_not_misread(tmp_path: Path):
-    dtype = np.dtype([("a", "<i4"), ("b", "<i2")])
-    data = sample(dtype, 6)
-    with warnings.catch_warnings(), zarr.config.set(DEFAULT):
+BIG_RECORDS = [
+    np.dtype([("a", "<i4"), ("b", "<i2")]),
+    # Every kind of field a byte order changes: complex halves, times, UTF-32 code points,
+    # nested records; and one-byte fields between them. (zarr-python 3.4 has no sub-array
+    # fields; the engine's unit tests cover their spans.)
+    np.dtype(
+        [
+            ("u", "u1"),
+            ("c", "<c8"),
+            ("t", "<M8[s]"),
+            ("s", "<U2"),
+            ("n", [("x", "<u2"), ("y", "i1")]),
+        ]
+    ),
+]
+
+
+def big_sample(dtype: np.dtype, n: int) -> np.ndarray:
+    """Values whose every byte differs from its byte-swapped twin where it can."""
+    data = np.zeros(n, dtype)
+    raw = data.view(np.uint8).reshape(n, dtype.itemsize)
+    raw[:] = (np.arange(raw.size) % 251 + 1).reshape(raw.shape).astype(np.uint8)
+    if "t" in dtype.names:
+        data["t"] = np.arange(n).astype("M8[s]")
+    if "s" in dtype.names:
+        data["s"] = [chr(0x41 + i) + chr(0x3B1 + i) for i in range(n)]
+    if "c" in dtype.names:
+        data["c"] = np.arange(n) * (1.5 - 2j)
+    return data
+
+
+def big_endian_array(path: Path, dtype: np.dtype, sharded: bool, pipeline: dict) -> zarr.Array:
+    with warnings.catch_warnings(), zarr.config.set(pipeline):
         warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)
-        a = zarr.create_array(
-            tmp_path / "big.zarr",
-            shape=(6,),
-            chunks=(3,),
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        return zarr.create_array(
+            path,
+            shape=(10,),
+            chunks=(2,) if sharded else (4,),
+            shards=(4,) if sharded else None,
             dtype=dtype,
             serializer=BytesCodec(endian="big"),
             compressors=None,
+            fill_value=None,
         )
-        a[:] = data
-    codecs = json.loads((tmp_path / "big.zarr" / "zarr.json").read_text())["codecs"]
-    if codecs[0].get("configuration", {}).get("endian") != "big":
-        # zarr-python before 3.2 drops the endian of a record's bytes codec (stores as is).
-        assert OLD_ZARR
-        assert zarrpipe.Store(tmp_path).read("big.zarr").to_numpy().tolist() == data.tolist()
-        return
-    with pytest.raises(zarrpipe.UnsupportedError, match="record fields"):
-        zarrpipe.Store(tmp_path).read("big.zarr")
-    # Through zarr-python, zarrpipe's pipeline hands the array back, and says so.
-    with (
-        warnings.catch_warnings(),
-        pytest.warns(zarrpipe.FallbackWarning, match="record fields"),
-        zarr.config.set(OURS),
-    ):
-        warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)
-        back = zarr.open_array(tmp_path / "big.zarr", mode="r")[:]
-    assert back.tolist() == data.tolist()
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+@pytest.mark.parametrize("dtype", BIG_RECORDS, ids=["ab", "all-kinds"])
+def test_records_stored_big_endian_read_and_write_as_zarr_python(
+    tmp_path: Path, dtype: np.dtype, sharded: bool
+):
+    if OLD_ZARR:
+        pytest.skip("zarr-python before 3.2 stores records in the caller's byte order")
+    data = big_sample(dtype, 10)
+    theirs = big_endian_array(tmp_path / "theirs.zarr", dtype, sharded, DEFAULT)
+    theirs[:7] = data[:7]
+    # Read natively (whole, a part, one element) and through the pipeline in strict mode.
+    store = zarrpipe.Store(tmp_path)
+    assert store.read("theirs.zarr").to_numpy()[:7].tolist() == data[:7].tolist()
+    arr = store.open_array("theirs.zarr")
+    assert arr[2:6].tolist() == data[2:6].tolist()
+    assert arr[8].tolist() == np.zeros((), dtype).tolist()  # never written: the fill value
+    assert read(tmp_path / "theirs.zarr", OURS)[:7].tolist() == data[:7].tolist()
+    # Written through the pipeline (partial chunks: read, modify, write) and natively: the
+    # stored bytes are zarr-python's own, and both read them back.
+    ours = big_endian_array(tmp_path / "ours.zarr", dtype, sharded, OURS)
+    with zarr.config.set(OURS), warnings.catch_warnings():
+        warnings.simplefilter("error", zarrpipe.FallbackWarning)
+        ours[:3] = data[:3]
+        ours[3:7] = data[3:7]
+    assert stored(tmp_path / "ours.zarr") == stored(tmp_path / "theirs.zarr")
+    native = store.open_array("theirs.zarr")
+    native[7:10] = data[7:10]
+    native[0] = data[9]
+    expected = data.copy()
+    expected[0] = data[9]
+    for pipeline in (DEFAULT, OURS):
+        assert read(tmp_path / "theirs.zarr", pipeline).tolist() == expected.tolist()
+    assert native[:].tolist() == expected.tolist()

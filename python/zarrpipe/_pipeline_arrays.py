@@ -6,6 +6,7 @@ when Rust can read it itself."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterable
@@ -77,6 +78,19 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
     return None
 
 
+def _swapped_generic_time(metadata: ArrayMetadata) -> bool:
+    dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
+    fields = (
+        [dtype]
+        if dtype is None or dtype.names is None
+        else [dtype.fields[n][0] for n in dtype.names]
+    )
+    return any(
+        f is not None and f.kind in "Mm" and not f.isnative and np.datetime_data(f)[0] == "generic"
+        for f in fields
+    )
+
+
 def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     """The engine array for `metadata`, reading and writing `store` itself when it can
     reach it, or None (with a warning) when zarrpipe cannot handle this array."""
@@ -87,6 +101,10 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
     elif _native_dtype(metadata) is None and not _is_variable(metadata):
         reason = f"data type {metadata.dtype} is not one zarrpipe reads"
+    elif _swapped_generic_time(metadata):
+        # zarr-python's buffers have the stored dtype, and NumPy's casts and assignments
+        # between byte orders of a generic-unit time copy its bytes unswapped.
+        reason = "a generic-unit time stored in non-native byte order (NumPy cannot swap it)"
     else:
         try:
             return _PipelineArray(
@@ -151,8 +169,12 @@ def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
     ):
         return None
     codec = codecs[0]
-    shard = metadata.chunk_grid.chunk_shape  # type: ignore[attr-defined]
+    shard = getattr(metadata.chunk_grid, "chunk_shape", None)
+    if shard is None:
+        return None  # not a regular grid: the engine says why it does not read it
     per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
+    if math.prod(per_shard) <= 1:
+        return None  # one inner chunk (a zero-dimensional array's too): one order
     coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
     return [int(i) for i in np.ravel_multi_index(tuple(np.array(coords).T), per_shard)]
 
@@ -162,7 +184,15 @@ def _metadata_json(metadata: ArrayMetadata) -> str:
         # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
         # strings, datetimes, records) have no spec yet; it warned when the array was made.
         warnings.simplefilter("ignore")
-        return json.dumps(metadata.to_dict(), sort_keys=True)
+        return json.dumps(metadata.to_dict(), sort_keys=True, default=_json_scalar)
+
+
+def _json_scalar(value: Any) -> Any:
+    """NumPy scalars in metadata (a codec configured with `np.int64(3)`): zarr-python writes
+    them as the Python numbers they hold."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 # The public path of the warning (zarr-python's and users' warning filters name it).

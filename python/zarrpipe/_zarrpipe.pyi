@@ -1272,6 +1272,10 @@ class _Rows:
     @staticmethod
     def gather(parts: Sequence[tuple[_Rows, Sequence[int]]]) -> Tensor:
         """A fresh Tensor of the chosen rows of each part, in order."""
+    @staticmethod
+    def gather_into(parts: Sequence[tuple[_Rows, Sequence[int]]], out: np.ndarray) -> list[int]:
+        """The chosen rows of each part, in order, into `out` (writable, C-contiguous, of
+        exactly the batch's size); returns the batch's shape."""
 
 _Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
 

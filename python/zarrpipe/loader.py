@@ -25,15 +25,18 @@ from zarrpipe._zarrpipe import Array, Tensor, _Rows
 __all__ = ["BatchLoader"]
 
 Batch = Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...]
+# Gives a C-contiguous buffer of (shape, dtype) and a handle that stands for the batch in
+# it, or None to gather into a fresh Tensor.
+Into = Callable[[tuple[int, ...], np.dtype[Any]], tuple[Any, np.ndarray] | None]
 
 
 def _move_batch(batch: Batch, move: Callable[[Any], Any]) -> Any:
     """A batch with each Tensor handed to `move` through its writable DLPack door (for
-    example `torch.from_dlpack`); a variable-length array's NumPy batch stays as it is (no
-    framework has a string type). A tuple gives a tuple."""
+    example `torch.from_dlpack`); anything else (a variable-length array's NumPy batch: no
+    framework has a string type) stays as it is. A tuple gives a tuple."""
 
-    def one(t: Tensor | np.ndarray) -> Any:
-        return t if isinstance(t, np.ndarray) else move(t.into_dlpack())
+    def one(t: Any) -> Any:
+        return move(t.into_dlpack()) if isinstance(t, Tensor) else t
 
     return tuple(one(t) for t in batch) if isinstance(batch, tuple) else one(batch)
 
@@ -273,19 +276,27 @@ class BatchLoader:
     def _batches_of(self, worker: int, workers: int) -> int:
         return len(_order.worker_block(len(self._bounds()), worker, workers))
 
-    def _iter_share(self, epoch: int, worker: int, workers: int) -> Iterator[Batch]:
-        """Batches of worker `worker` of `workers` (a contiguous block of the rank's)."""
+    def _iter_share(
+        self, epoch: int, worker: int, workers: int, into: Into | None = None
+    ) -> Iterator[Batch]:
+        """Batches of worker `worker` of `workers` (a contiguous block of the rank's); with
+        `into`, each fixed-size array's batch is gathered into the buffer `into` gives and
+        the batch holds `into`'s handle in its place."""
         plan = self._epoch_plan(epoch)
         share = _order.rank_share(plan.order, self.rank, self.world_size)
         bounds = self._bounds()
         mine = [bounds[i] for i in _order.worker_block(len(bounds), worker, workers)]
-        produce = self._produce(plan, share, mine)
+        produce = self._produce(plan, share, mine, into)
         if self.prefetch == 0:
             return produce
         return Prefetcher(produce, self.prefetch)
 
     def _produce(
-        self, plan: _order.Epoch, share: np.ndarray, bounds: list[tuple[int, int]]
+        self,
+        plan: _order.Epoch,
+        share: np.ndarray,
+        bounds: list[tuple[int, int]],
+        into: Into | None = None,
     ) -> Iterator[Batch]:
         """Reads windows as batches need them and cuts the batches; a window is dropped
         after the last batch that needs it."""
@@ -314,7 +325,7 @@ class BatchLoader:
                 parts.append((w, rows[start:stop].tolist()))
             # Yielded as a call's value, never bound to a name here, so the paused frame
             # keeps no reference to a batch the caller holds.
-            yield self._cut(loaded, parts, [w for w in loaded if last_use[w] <= i], spare)
+            yield self._cut(loaded, parts, [w for w in loaded if last_use[w] <= i], spare, into)
 
     def _cut(
         self,
@@ -322,13 +333,27 @@ class BatchLoader:
         parts: list[tuple[int, list[int]]],
         done: list[int],
         spare: list[list[Any]],
+        into: Into | None = None,
     ) -> Batch:
-        """One batch: for each array, the rows `parts` names, gathered into a fresh Tensor;
-        then the windows in `done` leave `loaded`, the last of them kept in `spare`."""
-        out = tuple(
-            self._rows_of(k).gather([(loaded[w][k], rows) for w, rows in parts])
-            for k in range(len(self._arrays))
-        )
+        """One batch: for each array, the rows `parts` names, gathered into a fresh Tensor
+        (or into the buffer `into` gives); then the windows in `done` leave `loaded`, the
+        last of them kept in `spare`."""
+
+        def one(k: int) -> Any:
+            rows_of = self._rows_of(k)
+            mine = [(loaded[w][k], rows) for w, rows in parts]
+            held = None
+            if into is not None and rows_of is _Rows:
+                shape = list(mine[0][0].shape)
+                shape[self._axis] = sum(len(rows) for _, rows in mine)
+                held = into(tuple(shape), self._arrays[k].dtype)
+            if held is None:
+                return rows_of.gather(mine)
+            handle, buffer = held
+            _Rows.gather_into(mine, buffer)
+            return handle
+
+        out = tuple(one(k) for k in range(len(self._arrays)))
         for w in done:
             spare[:] = [loaded.pop(w)]
         return out[0] if self._single else out

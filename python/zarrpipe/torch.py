@@ -1,21 +1,26 @@
 """PyTorch: `ZarrDataset`, an `IterableDataset` of zarrpipe batches as `torch.Tensor`s, for
 `torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=...)`.
 
-Each batch moves into torch through `torch.from_dlpack(t.into_dlpack())`: writable, and never
-copied in the process that reads it (with `num_workers=0`, the training process). Each
-DataLoader worker reads its own contiguous block of the rank's batches (and so its own
-chunks); the dataset, its arrays and their stores pickle, so workers may be forked or
-spawned. Importing this module imports torch.
+In the training process (`num_workers=0`) each batch moves into torch through
+`torch.from_dlpack(t.into_dlpack())`: writable, and never copied. A DataLoader worker
+gathers each batch straight into shared memory of its own, reused from batch to batch, and
+the training process maps it: no copy on the way either, where torch would copy every
+batch into a fresh shared segment (see `zarrpipe._torch_shared`). Each worker reads its own
+contiguous block of the rank's batches (and so its own chunks); the dataset, its arrays
+and their stores pickle, so workers may be forked or spawned. Importing this module imports
+torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from zarrpipe._torch_shared import SlotPool
 from zarrpipe._zarrpipe import Array, Tensor
 from zarrpipe.loader import BatchLoader, _move_batch
 
@@ -65,6 +70,7 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         rank: int = 0,
         world_size: int = 1,
         sample_axis: int = 0,
+        shared_memory: bool = True,
     ) -> None:
         """A dataset over `arrays`; the arguments are `zarrpipe.loader.BatchLoader`'s.
 
@@ -80,6 +86,9 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             rank: This process's rank (distributed training).
             world_size: The number of ranks.
             sample_axis: The axis whose positions are samples.
+            shared_memory: In DataLoader workers, gather batches into a pool of shared
+                memory that the training process maps (no copy on the way); False leaves
+                them to torch, which copies each into fresh shared memory.
 
         Raises:
             TypeError: See `BatchLoader`, which raises the same exceptions.
@@ -99,6 +108,12 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             sample_axis=sample_axis,
         )
         self._iterations = 0
+        self.shared_memory = shared_memory
+        self._pool: SlotPool | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The dataset without its slot pool (each worker process makes its own)."""
+        return {**self.__dict__, "_pool": None}
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch of the next iteration.
@@ -130,7 +145,12 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         epoch = self.loader.epoch + self._iterations
         self._iterations += 1
-        batches = self.loader._iter_share(epoch, worker, workers)
+        into = None
+        if info is not None and self.shared_memory:
+            if self._pool is None:
+                self._pool = SlotPool()
+            into = self._pool.take
+        batches = self.loader._iter_share(epoch, worker, workers, into)
         try:
             for batch in batches:
                 yield to_torch(batch)

@@ -35,7 +35,7 @@ impl Array {
         let py = value.py();
         let np = py.import("numpy")?;
         let dtype = array_dtype(py, &self.array)?;
-        let value = np.call_method1("asarray", (value, &dtype))?;
+        let value = crate::dtype::as_dtype(value, &dtype)?;
         let value = np.call_method1("broadcast_to", (value, PyTuple::new(py, shape)?))?;
         Ok(value.cast::<PyUntypedArray>()?.clone())
     }

@@ -6,8 +6,21 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-// ml_dtypes' one-byte floats, created as Zarr v3 data types of the same name.
-use zarrpipe_codecs::dtype::numpy_type::SMALL_FLOATS;
+// ml_dtypes' one-byte floats and sub-byte integers, created as Zarr v3 data types of the
+// same name.
+use zarrpipe_codecs::dtype::numpy_type::{SMALL_FLOATS, SUB_BYTE_INTS};
+
+/// An ml_dtypes type that Zarr v3 names after it (a small float, a sub-byte integer).
+fn ml_dtypes_named(name: &str) -> bool {
+    SMALL_FLOATS.contains(&name) || SUB_BYTE_INTS.iter().any(|(n, ..)| *n == name)
+}
+
+fn sub_byte_signed(name: &str) -> Option<bool> {
+    SUB_BYTE_INTS
+        .iter()
+        .find(|(n, ..)| *n == name)
+        .map(|&(_, _, signed)| signed)
+}
 
 /// NumPy dtype names the engine creates arrays of.
 const NAMES: [&str; 15] = [
@@ -90,7 +103,7 @@ fn is_spelled_out(dt: &Bound<'_, PyAny>) -> PyResult<bool> {
     let object: bool = dt.getattr("hasobject")?.extract()?;
     // A type NumPy shows as raw bytes but that is not one (ml_dtypes' int4, uint2...) must
     // not be stored as raw bytes: it would read back as bytes.
-    if kind == "V" && !SMALL_FLOATS.contains(&name.as_str()) {
+    if kind == "V" && !ml_dtypes_named(&name) {
         let void = dt.py().import("numpy")?.getattr("void")?;
         let scalar = dt.getattr("type")?;
         let builtins = dt.py().import("builtins")?;
@@ -107,7 +120,7 @@ fn is_spelled_out(dt: &Bound<'_, PyAny>) -> PyResult<bool> {
     }
     Ok(
         ("MmUSV".contains(kind.as_str()) && !object && !NAMES.contains(&name.as_str()))
-            || SMALL_FLOATS.contains(&name.as_str()),
+            || ml_dtypes_named(&name),
     )
 }
 
@@ -153,7 +166,7 @@ fn v3_name<'py>(dt: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         _ => None,
     };
     match spelled {
-        Some(s) if !SMALL_FLOATS.contains(&name.as_str()) => {
+        Some(s) if !ml_dtypes_named(&name) => {
             let config = PyDict::new(py);
             config.set_item("length_bytes", dt.getattr("itemsize")?)?;
             named(s, config)
@@ -222,6 +235,14 @@ fn scalar_json<'py>(
     if kind == "U" {
         return Ok(scalar.str()?.into_any());
     }
+    if let Some(signed) = sub_byte_signed(&name_of(dt)?) {
+        // A core-integer fill value (the spec): the number.
+        let int = np.getattr(if signed { "int8" } else { "uint8" })?;
+        return py
+            .import("builtins")?
+            .getattr("int")?
+            .call1((scalar.call_method1("astype", (int,))?,));
+    }
     if SMALL_FLOATS.contains(&name_of(dt)?.as_str()) {
         let byte: u8 = scalar
             .call_method1("reshape", (1,))?
@@ -244,6 +265,12 @@ fn spelled_out<'py>(
     zarr_format: u8,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let py = dt.py();
+    let name = name_of(dt)?;
+    if zarr_format == 2 && ml_dtypes_named(&name) {
+        return Err(PyTypeError::new_err(format!(
+            "{name} has no Zarr v2 data type: create the array with zarr_format=3"
+        )));
+    }
     let zdt = match py.import("zarr.core.dtype") {
         // Not a zarr-python type (ml_dtypes' small floats): its errors mean "spell it here".
         Ok(m) => match m.call_method1("get_data_type_from_native_dtype", (dt,)) {

@@ -191,7 +191,7 @@ impl Tensor {
                 }
                 let native = descr.call_method1("newbyteorder", ("=",))?;
                 if !native.eq(&descr)? {
-                    arr = arr.call_method1("astype", (&native,))?;
+                    arr = crate::dtype::as_dtype(&arr, &native)?;
                 }
                 let native = native.cast_into::<PyArrayDescr>()?;
                 let elem = if matches!(kind, b'M' | b'm') {

@@ -205,13 +205,15 @@ impl Array {
                     path: node.clone(),
                     reason: format!("chunk shape {chunk:?} is too large to address"),
                 })?;
-                let refused = numpy_type.as_ref().and_then(|t| t.refused.clone());
+                let swaps = numpy_type.as_ref().and_then(|t| t.field_swaps.as_ref());
                 let chain = if variable.is_some() {
                     Err(VARIABLE.to_owned())
-                } else if let Some(why) = refused {
-                    Err(why)
                 } else {
-                    match ChunkChain::build(&v3.codecs, &chunk, dtype, &types) {
+                    let built = ChunkChain::build(&v3.codecs, &chunk, dtype, &types);
+                    match built.and_then(|c| match swaps {
+                        Some(swaps) => c.with_field_swaps(swaps),
+                        None => Ok(c),
+                    }) {
                         Ok(chain) => Ok(Arc::new(chain)),
                         Err(ChainError::Unsupported(reason)) => Err(reason),
                         Err(ChainError::Invalid(reason)) => {
@@ -255,7 +257,13 @@ impl Array {
             dtype,
             chunks,
             shards,
-            fill_value: zarrs.fill_value().as_ne_bytes().to_vec(),
+            fill_value: {
+                let mut fill = zarrs.fill_value().as_ne_bytes().to_vec();
+                if let Some(sub) = numpy_type.as_ref().and_then(|t| t.sub_byte) {
+                    sub.to_numpy(&mut fill); // as the caller's values spell it
+                }
+                fill
+            },
             zarr_format,
             attributes: serde_json::to_string(zarrs.attributes()).unwrap_or_else(|_| "{}".into()),
             dimension_names,

@@ -15,8 +15,8 @@ use zarrs::metadata::v3::MetadataV3;
 
 use crate::codec::decode::scatter::Scatter;
 use crate::codec::decode::ChunkTarget;
-use crate::dtype::ByteOrder;
 use crate::dtype::ElementType;
+use crate::dtype::{ByteOrder, FieldSwaps};
 use crate::layout::placement::Placement;
 
 /// A bytes-to-bytes codec.
@@ -326,7 +326,7 @@ impl ChunkChain {
     #[must_use]
     pub fn raw_order(&self) -> Option<ByteOrder> {
         match &self.array_to_bytes {
-            ArrayToBytes::Bytes(order) if self.bytes_codecs.is_empty() => Some(*order),
+            ArrayToBytes::Bytes(order) if self.bytes_codecs.is_empty() => Some(order.clone()),
             _ => None,
         }
     }
@@ -349,7 +349,7 @@ impl ChunkChain {
     #[must_use]
     pub fn zstd_only_order(&self) -> Option<ByteOrder> {
         match (&self.array_to_bytes, self.bytes_codecs.as_slice()) {
-            (ArrayToBytes::Bytes(order), [BytesCodec::Zstd]) => Some(*order),
+            (ArrayToBytes::Bytes(order), [BytesCodec::Zstd]) => Some(order.clone()),
             _ => None,
         }
     }
@@ -370,6 +370,27 @@ impl ChunkChain {
             order,
             self.transpose.as_deref(),
         )
+    }
+
+    /// This chain for records stored in the other byte order: its `bytes` codec (inside any
+    /// sharding) reverses the spans `swaps` of every element. Chains that zarrs decodes are
+    /// `Unsupported`: zarrs carries records as opaque bytes and would not swap them.
+    pub fn with_field_swaps(mut self, swaps: &FieldSwaps) -> Result<Self, ChainError> {
+        self.array_to_bytes = match self.array_to_bytes {
+            ArrayToBytes::Bytes(_) => ArrayToBytes::Bytes(ByteOrder::Fields(swaps.clone())),
+            ArrayToBytes::Sharding(mut s) => {
+                s.inner = s.inner.with_field_swaps(swaps)?;
+                ArrayToBytes::Sharding(s)
+            }
+            ArrayToBytes::Zarrs(z) => {
+                return Err(unsupported(format!(
+                    "records stored in the other byte order with codecs zarrs decodes ({}): \
+                     zarrpipe swaps record fields in its own decoder only",
+                    z.reason
+                )))
+            }
+        };
+        Ok(self)
     }
 
     /// The sharding codec, when it is the whole chain (so shards can be read by byte range).
@@ -413,7 +434,7 @@ impl Sharding {
         index_grid.push(2);
         let index_chain = ChunkChain::parse(&index_codecs, &index_grid, ElementType::UInt64)?;
         let index_order = match (&index_chain.array_to_bytes, index_chain.transpose.is_some()) {
-            (ArrayToBytes::Bytes(order), false) => *order,
+            (ArrayToBytes::Bytes(order), false) => order.clone(),
             _ => {
                 return Err(unsupported(
                     "shard index codecs other than bytes and crc32c",

@@ -228,9 +228,25 @@ mod tests {
 }
 
 /// How to turn stored bytes into native ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ByteOrder {
     Native,
     /// Reverse every `n` bytes (the element, or each half of a complex number).
     Swap(usize),
+    /// Reverse, in every element, each `(offset, width)` span of the table: the multi-byte
+    /// scalars of a record stored in the other byte order (the `struct` spec stores every
+    /// field in the `bytes` codec's order).
+    Fields(FieldSwaps),
+}
+
+/// The `(offset, width)` byte spans of one record element to reverse, in offset order.
+pub type FieldSwaps = std::sync::Arc<[(usize, usize)]>;
+
+/// Reverses each span of `table` in every `elem`-byte element of `bytes` (whole elements).
+pub fn swap_fields(bytes: &mut [u8], elem: usize, table: &[(usize, usize)]) {
+    for e in bytes.chunks_exact_mut(elem) {
+        for &(at, width) in table {
+            e[at..at + width].reverse();
+        }
+    }
 }

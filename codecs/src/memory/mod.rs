@@ -1,6 +1,6 @@
 //! Memory the engine allocates: fresh output buffers (aligned, faulted in the cheap way),
 //! outputs and response bodies kept for reuse, and per-thread scratch buffers. Uses
-//! `process` (fork safety) and nothing above it.
+//! `process` (fork safety) and `dtype` (a record's byte-swap table), nothing above them.
 
 pub mod buffer;
 pub mod first_touch;

@@ -114,6 +114,22 @@ impl OutPtr {
         written.chunks_exact_mut(width).for_each(<[u8]>::reverse);
         Ok(())
     }
+
+    /// Like [`Self::write_swapped`], reversing each `(offset, width)` span of `table` in
+    /// every `elem`-byte element of `src` (whole elements).
+    pub(crate) fn write_fields(
+        &self,
+        offset: usize,
+        src: &[u8],
+        elem: usize,
+        table: &[(usize, usize)],
+    ) -> Result<(), SinkError> {
+        self.write(offset, src)?;
+        // SAFETY: as in `write_swapped`.
+        let written = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), src.len()) };
+        crate::dtype::swap_fields(written, elem, table);
+        Ok(())
+    }
 }
 
 /// Where a decoder may write a whole chunk directly: `len` possibly uninitialised bytes that

@@ -66,7 +66,7 @@ pub fn read_stored(
         };
     }
     if let (Some(order), Some(_)) = (chain.zstd_only_order(), store.local_root()) {
-        let overlap = overlaps_read_and_decode(chain, order, placement, target);
+        let overlap = overlaps_read_and_decode(chain, order.clone(), placement, target);
         if overlap || streams_from_file(placement, target.elem) {
             return match store.open_ranged(key)? {
                 Some(src) if overlap => {

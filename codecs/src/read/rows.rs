@@ -5,6 +5,7 @@
 //! read once with the first and cut into shuffled batches with the second, so each chunk is
 //! decoded once per epoch and each batch costs one copy.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -105,6 +106,93 @@ impl Array {
     }
 }
 
+/// Which row of which source each output row is, and the output's shape and sizes.
+struct Gather {
+    /// `(source, row)` of every output row along the axis, in order.
+    picks: Vec<(usize, u64)>,
+    shape: Vec<u64>,
+    nbytes: usize,
+    /// Bytes of one row (everything after the axis).
+    row: usize,
+}
+
+impl Gather {
+    fn plan(sources: &[RowSource<'_>], axis: usize, elem: usize) -> Result<Self> {
+        let Some(first) = sources.first() else {
+            return Err(Error::InvalidArgument("no rows to gather from".into()));
+        };
+        let bad = |why: String| Error::InvalidArgument(format!("gather rows: {why}"));
+        if axis >= first.shape.len() {
+            return Err(bad(format!(
+                "axis {axis} of {} dimensions",
+                first.shape.len()
+            )));
+        }
+        let mut picks: Vec<(usize, u64)> = Vec::new();
+        for (s, src) in sources.iter().enumerate() {
+            let same = src.shape.len() == first.shape.len()
+                && src
+                    .shape
+                    .iter()
+                    .zip(first.shape)
+                    .enumerate()
+                    .all(|(a, (x, y))| a == axis || x == y);
+            if !same {
+                return Err(bad(format!(
+                    "shapes {:?} and {:?} differ off axis {axis}",
+                    src.shape, first.shape
+                )));
+            }
+            if checked_nbytes(src.shape, elem)? != src.bytes.len() {
+                return Err(bad(format!(
+                    "{} bytes for shape {:?}",
+                    src.bytes.len(),
+                    src.shape
+                )));
+            }
+            let n = src.shape[axis];
+            if let Some(&r) = src.rows.iter().find(|&&r| r >= n) {
+                return Err(Error::InvalidSelection(format!(
+                    "row {r} of a buffer of {n} rows"
+                )));
+            }
+            picks.extend(src.rows.iter().map(|&r| (s, r)));
+        }
+        let mut shape = first.shape.to_vec();
+        shape[axis] = picks.len() as u64;
+        Ok(Self {
+            nbytes: checked_nbytes(&shape, elem)?,
+            row: checked_nbytes(&first.shape[axis + 1..], elem)?,
+            picks,
+            shape,
+        })
+    }
+
+    /// Copies every output row into `out` (`nbytes` bytes), in parallel on the current
+    /// rayon pool.
+    fn copy(&self, sources: &[RowSource<'_>], axis: usize, out: &mut [MaybeUninit<u8>]) {
+        let (row, picks) = (self.row, &self.picks);
+        let per_outer = picks.len();
+        // Enough rows per task that a task copies at least ~64 KiB.
+        let min_len = (65_536 / row.max(1)).max(1);
+        out.par_chunks_mut(row)
+            .with_min_len(min_len)
+            .enumerate()
+            .for_each(|(k, dst)| {
+                let (o, j) = ((k / per_outer) as u64, k % per_outer);
+                let (s, r) = picks[j];
+                let src = &sources[s];
+                let from = ((o * src.shape[axis] + r) as usize) * row;
+                let src = &src.bytes[from..from + row];
+                // SAFETY: `dst` is `row` bytes of the output, this task's alone, and `src` is
+                // `row` initialised bytes of another buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), row);
+                }
+            });
+    }
+}
+
 /// Copies the chosen rows of `sources` (all of the same shape but along `axis`, C order,
 /// `elem`-byte elements), in order, into a fresh C-order buffer that starts at a multiple
 /// of [`crate::memory::buffer::OUTPUT_ALIGN`] (where JAX adopts it) and that nobody else holds;
@@ -114,77 +202,40 @@ pub fn gather_rows(
     axis: usize,
     elem: usize,
 ) -> Result<(Bytes, Vec<u64>)> {
-    let Some(first) = sources.first() else {
-        return Err(Error::InvalidArgument("no rows to gather from".into()));
-    };
-    let bad = |why: String| Error::InvalidArgument(format!("gather rows: {why}"));
-    if axis >= first.shape.len() {
-        return Err(bad(format!(
-            "axis {axis} of {} dimensions",
-            first.shape.len()
+    let plan = Gather::plan(sources, axis, elem)?;
+    if plan.nbytes == 0 {
+        return Ok((Bytes::new(), plan.shape));
+    }
+    let mut buf = AlignedOutput::new(plan.nbytes, "a batch of rows")?;
+    plan.copy(sources, axis, buf.uninit_mut());
+    // SAFETY: `copy` wrote each of the `nbytes` bytes (the output rows tile them exactly:
+    // `picks.len()` rows of `row` bytes per outer index).
+    Ok((unsafe { buf.into_bytes() }, plan.shape))
+}
+
+/// Like [`gather_rows`], into the caller's C-order buffer `out` (a DataLoader worker's
+/// shared memory), which must be exactly the batch's size; returns the batch's shape.
+pub fn gather_rows_into(
+    sources: &[RowSource<'_>],
+    axis: usize,
+    elem: usize,
+    out: &OutPtr,
+) -> Result<Vec<u64>> {
+    let plan = Gather::plan(sources, axis, elem)?;
+    if out.len != plan.nbytes {
+        return Err(Error::InvalidArgument(format!(
+            "gather rows: the output has {} bytes, the batch {:?} needs {}",
+            out.len, plan.shape, plan.nbytes
         )));
     }
-    // (source, row) of every output row along `axis`.
-    let mut picks: Vec<(usize, u64)> = Vec::new();
-    for (s, src) in sources.iter().enumerate() {
-        let same = src.shape.len() == first.shape.len()
-            && src
-                .shape
-                .iter()
-                .zip(first.shape)
-                .enumerate()
-                .all(|(a, (x, y))| a == axis || x == y);
-        if !same {
-            return Err(bad(format!(
-                "shapes {:?} and {:?} differ off axis {axis}",
-                src.shape, first.shape
-            )));
-        }
-        if checked_nbytes(src.shape, elem)? != src.bytes.len() {
-            return Err(bad(format!(
-                "{} bytes for shape {:?}",
-                src.bytes.len(),
-                src.shape
-            )));
-        }
-        let n = src.shape[axis];
-        if let Some(&r) = src.rows.iter().find(|&&r| r >= n) {
-            return Err(Error::InvalidSelection(format!(
-                "row {r} of a buffer of {n} rows"
-            )));
-        }
-        picks.extend(src.rows.iter().map(|&r| (s, r)));
+    if plan.nbytes > 0 {
+        // SAFETY: `out` is `len` writable bytes that only this call writes (`OutPtr::new`'s
+        // contract), viewed as possibly uninitialised bytes.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(out.ptr.cast::<MaybeUninit<u8>>(), out.len) };
+        plan.copy(sources, axis, dst);
     }
-    let mut out_shape = first.shape.to_vec();
-    out_shape[axis] = picks.len() as u64;
-    let nbytes = checked_nbytes(&out_shape, elem)?;
-    let row = checked_nbytes(&first.shape[axis + 1..], elem)?;
-    if nbytes == 0 {
-        return Ok((Bytes::new(), out_shape));
-    }
-    let mut buf = AlignedOutput::new(nbytes, "a batch of rows")?;
-    let per_outer = picks.len();
-    // Enough rows per task that a task copies at least ~64 KiB.
-    let min_len = (65_536 / row.max(1)).max(1);
-    buf.uninit_mut()
-        .par_chunks_mut(row)
-        .with_min_len(min_len)
-        .enumerate()
-        .for_each(|(k, dst)| {
-            let (o, j) = ((k / per_outer) as u64, k % per_outer);
-            let (s, r) = picks[j];
-            let src = &sources[s];
-            let from = ((o * src.shape[axis] + r) as usize) * row;
-            let src = &src.bytes[from..from + row];
-            // SAFETY: `dst` is `row` bytes of `buf`'s output, this task's alone, and `src`
-            // is `row` initialised bytes of another buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), row);
-            }
-        });
-    // SAFETY: the loop above wrote each of the `nbytes` bytes (the output rows tile them
-    // exactly: `per_outer` rows of `row` bytes per outer index).
-    Ok((unsafe { buf.into_bytes() }, out_shape))
+    Ok(plan.shape)
 }
 
 #[cfg(test)]
@@ -316,6 +367,17 @@ mod tests {
         let (out, shape) = gather_rows(&cols, 1, 2).unwrap();
         assert_eq!(shape, vec![2, 2]);
         assert_eq!(u16s(&out), vec![2, 0, 5, 3]);
+        // Into the caller's buffer: the same rows; a buffer of another size is refused.
+        let mut mine = vec![0u8; 18];
+        // SAFETY: `mine` outlives `out` and only this thread writes it.
+        let out = unsafe { OutPtr::new(mine.as_mut_ptr(), mine.len()) };
+        assert_eq!(gather_rows_into(&sources, 0, 2, &out).unwrap(), vec![3, 3]);
+        assert_eq!(u16s(&mine), vec![3, 4, 5, 16, 17, 18, 10, 11, 12]);
+        let short = unsafe { OutPtr::new(mine.as_mut_ptr(), 16) };
+        assert!(matches!(
+            gather_rows_into(&sources, 0, 2, &short),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

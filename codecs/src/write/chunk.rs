@@ -5,6 +5,7 @@ use crate::array::Array;
 use crate::codec::decode::bytes_codecs::DecodeError;
 use crate::codec::decode::sharding::ShardIndex;
 use crate::codec::encode::view::ChunkView;
+use crate::dtype::swap_fields;
 use crate::error::{Error, Result};
 use crate::layout::index::for_each_index;
 use crate::layout::placement::Placement;
@@ -168,6 +169,16 @@ impl Array {
                 Ok(())
             })
             .map_err(Error::Internal)?;
+            if let Some(t) = &self.info.numpy_type {
+                if let Some(swaps) = &t.field_swaps {
+                    // zarrs stores records as opaque bytes: their fields take the stored
+                    // order here.
+                    swap_fields(&mut chunk, self.info.dtype.size(), swaps);
+                }
+                if let Some(sub) = t.sub_byte {
+                    sub.to_stored(&mut chunk);
+                }
+            }
             let bytes = self.encode(&chunk, view.shape(), key);
             scratch::give(chunk);
             let bytes = self.in_subchunk_order(bytes?, key)?;

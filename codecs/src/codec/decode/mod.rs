@@ -61,7 +61,7 @@ pub fn decode_chunk(
 ) -> Result<()> {
     match &chain.array_to_bytes {
         ArrayToBytes::Bytes(order) => {
-            let mut sink = chain.scatter(target, placement, *order);
+            let mut sink = chain.scatter(target, placement, order.clone());
             decode_stream(&chain.bytes_codecs, encoded, &mut sink, target.threads)
                 .map_err(|e| e.at(key))?;
             sink.finish().map_err(|e| DecodeError::from(e).at(key))

@@ -289,22 +289,24 @@ impl<'o> Scatter<'o> {
         };
         if self.inner_stride == self.elem as isize {
             let dst = row_dst + first * self.elem;
-            match self.order {
+            match &self.order {
                 ByteOrder::Native if self.out.streaming => {
                     self.streamed = true;
                     self.out.write_streaming(dst, src)?;
                 }
                 ByteOrder::Native => self.out.write(dst, src)?,
-                ByteOrder::Swap(n) => self.out.write_swapped(dst, src, n)?,
+                ByteOrder::Swap(n) => self.out.write_swapped(dst, src, *n)?,
+                ByteOrder::Fields(t) => self.out.write_fields(dst, src, self.elem, t)?,
             }
         } else {
             // Element by element (opaque elements can be any width, e.g. a 52-byte `<U13`).
             for (i, e) in src.chunks_exact(self.elem).enumerate() {
                 let dst = offset(row_dst, (first + i) as isize * self.inner_stride)
                     .ok_or(SinkError::OutOfBounds)?;
-                match self.order {
+                match &self.order {
                     ByteOrder::Native => self.out.write(dst, e)?,
-                    ByteOrder::Swap(n) => self.out.write_swapped(dst, e, n)?,
+                    ByteOrder::Swap(n) => self.out.write_swapped(dst, e, *n)?,
+                    ByteOrder::Fields(t) => self.out.write_fields(dst, e, self.elem, t)?,
                 }
             }
         }
@@ -347,7 +349,7 @@ mod tests {
                 // SAFETY: `buf` outlives `out` and only this thread writes it.
                 ..unsafe { OutPtr::new(buf.as_mut_ptr(), buf.len()) }
             };
-            let mut s = Scatter::new(&out, p, elem, order, transpose);
+            let mut s = Scatter::new(&out, p, elem, order.clone(), transpose);
             for c in stream.chunks(piece) {
                 s.write(c)?;
             }

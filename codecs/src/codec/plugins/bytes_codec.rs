@@ -23,6 +23,11 @@ pub trait Compressor: std::fmt::Debug + Send + Sync + 'static {
     fn configuration(&self) -> Map<String, Value>;
     /// The largest encoding of `n` bytes.
     fn max_encoded(&self, n: u64) -> u64;
+    /// Whether every encoding of `n` bytes is exactly `max_encoded(n)` long (a checksum's
+    /// frame): a fixed size is what lets zarrs use the codec in a shard's index.
+    fn fixed_size(&self) -> bool {
+        false
+    }
     fn encode(&self, decoded: &[u8]) -> Result<Vec<u8>, CodecError>;
     /// Decodes `encoded`, refusing (without allocating it) any output over `limit` bytes.
     fn decode(&self, encoded: &[u8], limit: usize) -> Result<Vec<u8>, CodecError>;
@@ -88,6 +93,9 @@ impl<C: Compressor> BytesToBytesCodecTraits for BytesCodec<C> {
 
     fn encoded_representation(&self, decoded: &BytesRepresentation) -> BytesRepresentation {
         match decoded {
+            BytesRepresentation::FixedSize(n) if self.0.fixed_size() => {
+                BytesRepresentation::FixedSize(self.0.max_encoded(*n))
+            }
             BytesRepresentation::FixedSize(n) | BytesRepresentation::BoundedSize(n) => {
                 BytesRepresentation::BoundedSize(self.0.max_encoded(*n))
             }

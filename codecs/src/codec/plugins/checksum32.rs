@@ -141,6 +141,10 @@ impl Compressor for Checksum32 {
         n + 4
     }
 
+    fn fixed_size(&self) -> bool {
+        true
+    }
+
     fn encode(&self, decoded: &[u8]) -> Result<Vec<u8>, CodecError> {
         let sum = self.checksum(decoded).to_le_bytes();
         let mut out = Vec::with_capacity(decoded.len() + 4);

@@ -5,8 +5,9 @@
 //! zarrs lacks most of them (or some of their spellings, or zarr-python's fill values), so
 //! the engine carries them as opaque elements of N bytes: before zarrs sees the metadata,
 //! [`stand_in`] replaces the data type by a same-size one zarrs reads and writes with the
-//! same bytes (`int64` for times, raw bits `r{8N}` / `|V{N}` for bytes and records, `uint8`
-//! for small floats; fixed-length UTF-32 stays zarrs' own, which swaps code points) and the
+//! same bytes (`int64` for times, raw bits `r{8N}` / `|V{N}` for bytes and records;
+//! fixed-length UTF-32, ml_dtypes' small floats and zarr-extensions' sub-byte integers stay
+//! zarrs' own, which swaps code points and packs 4- and 6-bit types with `packbits`) and the
 //! fill value by its bytes. The type itself survives as the NumPy dtype the binding gives
 //! results: the one zarr-python returns, in native byte order where the engine swapped.
 //!
@@ -18,7 +19,7 @@ mod parse;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::dtype::ElementType;
+use crate::dtype::{ElementType, FieldSwaps};
 
 use parse::{parse_v2, parse_v3};
 
@@ -31,8 +32,11 @@ pub struct NumpyType {
     pub numpy: Value,
     /// How the engine carries the elements.
     pub elem: ElementType,
-    /// Why the engine must not read or write this array itself, if it must not.
-    pub refused: Option<String>,
+    /// For a v3 record stored in the other byte order: the byte spans of each element that
+    /// the `bytes` codec reverses (decoding and encoding), one per multi-byte scalar.
+    pub field_swaps: Option<FieldSwaps>,
+    /// For a sub-byte integer: how its bytes are spelled when stored and when read.
+    pub sub_byte: Option<SubByte>,
 }
 
 const NATIVE_BIG: bool = cfg!(target_endian = "big");
@@ -52,6 +56,45 @@ pub const SMALL_FLOATS: [&str; 11] = [
     "float6_e3m2fn",
 ];
 
+/// zarr-extensions' sub-byte integers (ml_dtypes has them): name, bits, signed. One byte
+/// per element in memory and in the `bytes` codec (the value in the low bits), `bits` bits
+/// each in `packbits`.
+pub const SUB_BYTE_INTS: [(&str, u8, bool); 4] = [
+    ("int2", 2, true),
+    ("int4", 4, true),
+    ("uint2", 2, false),
+    ("uint4", 4, false),
+];
+
+/// How a sub-byte integer's byte is spelled: ml_dtypes keeps the value in the low `bits`
+/// bits and zeros above; zarrs (and its `packbits`) sign-extends a signed one. Readers
+/// ignore the upper bits (the spec), so writes store zarrs' form, reads give either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubByte {
+    pub bits: u8,
+    pub signed: bool,
+}
+
+impl SubByte {
+    /// Each byte as stored: the low `bits` bits, sign-extended when signed.
+    pub fn to_stored(self, bytes: &mut [u8]) {
+        let shift = 8 - u32::from(self.bits);
+        for b in bytes {
+            *b = if self.signed {
+                (((*b << shift) as i8) >> shift) as u8
+            } else {
+                *b & (0xFF >> shift)
+            };
+        }
+    }
+
+    /// Each byte as ml_dtypes spells it: the low `bits` bits alone.
+    pub fn to_numpy(self, bytes: &mut [u8]) {
+        let shift = 8 - u32::from(self.bits);
+        bytes.iter_mut().for_each(|b| *b &= 0xFF >> shift);
+    }
+}
+
 /// A scalar or record type, with the byte order its bytes have in memory.
 #[derive(Clone, Debug, PartialEq)]
 enum Ty {
@@ -70,6 +113,8 @@ enum Ty {
     Bytes(usize),
     Void(usize),
     Small(&'static str),
+    /// A sub-byte integer: its name in [`SUB_BYTE_INTS`].
+    SubByte(&'static str, SubByte),
     Struct(Vec<Field>),
 }
 
@@ -80,8 +125,8 @@ struct Field {
     shape: Vec<u64>,
 }
 
-const UNITS: [&str; 13] = [
-    "Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs",
+const UNITS: [&str; 14] = [
+    "Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "generic",
 ];
 
 fn bad(why: impl Into<String>) -> String {
@@ -91,7 +136,7 @@ fn bad(why: impl Into<String>) -> String {
 impl Ty {
     fn size(&self) -> Result<usize, String> {
         Ok(match self {
-            Self::Bool | Self::Small(_) => 1,
+            Self::Bool | Self::Small(_) | Self::SubByte(..) => 1,
             Self::Int(n, _) | Self::UInt(n, _) | Self::Float(n, _) | Self::Complex(n, _) => *n,
             Self::Time { .. } => 8,
             Self::Utf32(n, _) => n
@@ -142,12 +187,16 @@ impl Ty {
                     scale.to_string()
                 };
                 let kind = if *delta { 'm' } else { 'M' };
+                if unit == "generic" && scale.is_empty() {
+                    // NumPy's own spelling: `<M8[generic]` is not one it parses.
+                    return json!(format!("{}{kind}8", order(8, *big)));
+                }
                 json!(format!("{}{kind}8[{scale}{unit}]", order(8, *big)))
             }
             Self::Utf32(n, b) => json!(format!("{}U{n}", order(4, *b))),
             Self::Bytes(n) => json!(format!("|S{n}")),
             Self::Void(n) => json!(format!("|V{n}")),
-            Self::Small(name) => json!(format!("ml_dtypes.{name}")),
+            Self::Small(name) | Self::SubByte(name, _) => json!(format!("ml_dtypes.{name}")),
             Self::Struct(fields) => Value::Array(
                 fields
                     .iter()
@@ -168,10 +217,40 @@ impl Ty {
     fn has_multibyte_scalar(&self) -> bool {
         match self {
             Self::Struct(fields) => fields.iter().any(|f| f.ty.has_multibyte_scalar()),
-            Self::Bool | Self::Bytes(_) | Self::Void(_) | Self::Small(_) => false,
+            Self::Bool | Self::Bytes(_) | Self::Void(_) | Self::Small(_) | Self::SubByte(..) => {
+                false
+            }
             Self::Int(n, _) | Self::UInt(n, _) | Self::Float(n, _) | Self::Complex(n, _) => *n > 1,
             Self::Time { .. } | Self::Utf32(..) => true,
         }
+    }
+
+    /// Appends the `(offset, width)` spans of every multi-byte scalar of this type, laid
+    /// out from byte `at`: what a byte-order change reverses.
+    fn swap_spans(&self, at: usize, out: &mut Vec<(usize, usize)>) -> Result<(), String> {
+        match self {
+            Self::Bool | Self::Bytes(_) | Self::Void(_) | Self::Small(_) | Self::SubByte(..) => {}
+            Self::Int(n, _) | Self::UInt(n, _) | Self::Float(n, _) if *n > 1 => {
+                out.push((at, *n));
+            }
+            Self::Int(..) | Self::UInt(..) | Self::Float(..) => {}
+            Self::Complex(n, _) => out.extend([(at, n / 2), (at + n / 2, n / 2)]),
+            Self::Time { .. } => out.push((at, 8)),
+            Self::Utf32(n, _) => out.extend((0..*n).map(|i| (at + 4 * i, 4))),
+            Self::Struct(fields) => {
+                let mut at = at;
+                for f in fields {
+                    let size = f.ty.size()?;
+                    let count = usize::try_from(f.shape.iter().product::<u64>())
+                        .map_err(|_| bad("structured type too large"))?;
+                    for _ in 0..count {
+                        f.ty.swap_spans(at, out)?;
+                        at += size;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The same type with its scalar in native byte order (what the engine's `bytes` codec
@@ -212,6 +291,21 @@ impl Ty {
             });
         }
         Ok(match self {
+            Self::SubByte(_, sub) => {
+                let x = v.as_i64().ok_or_else(wrong)?;
+                let bits = u32::from(sub.bits);
+                let (lo, hi) = if sub.signed {
+                    (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+                } else {
+                    (0, (1i64 << bits) - 1)
+                };
+                if !(lo..=hi).contains(&x) {
+                    return Err(wrong());
+                }
+                let mut byte = [x as u8];
+                sub.to_numpy(&mut byte);
+                byte.to_vec()
+            }
             Self::Bool => vec![u8::from(
                 v.as_bool()
                     .or(v.as_u64().map(|x| x != 0))
@@ -390,7 +484,13 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
                 json!(text),
             )
         }
-        Ty::Small(_) if !v2 => (ElementType::UInt8, json!("uint8"), json!(fill[0])),
+        // zarrs has these types under their names (and `packbits` needs their width: 4 or 6
+        // bits for some small floats), with the fill value as the element's byte.
+        Ty::Small(name) if !v2 => (ElementType::UInt8, json!(name), json!(fill[0])),
+        Ty::SubByte(..) if !v2 => {
+            let fill = meta.get("fill_value").cloned().unwrap_or(json!(0));
+            (ElementType::UInt8, meta[field].clone(), fill)
+        }
         Ty::Bytes(_) | Ty::Void(_) | Ty::Struct(_) => {
             let name = if v2 {
                 json!(format!("|V{size}"))
@@ -406,17 +506,24 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
         // Numbers and bool: zarrs' own.
         _ => return Ok(None),
     };
-    let refused = (!v2 && swaps_record_fields(&ty, meta)).then(|| {
-        "records (struct data type) whose bytes codec stores multi-byte fields in non-native \
-         byte order: zarrpipe does not swap record fields"
-            .to_owned()
-    });
+    let field_swaps = if !v2 && swaps_record_fields(&ty, meta) {
+        let mut spans = Vec::new();
+        ty.swap_spans(0, &mut spans)?;
+        Some(FieldSwaps::from(spans))
+    } else {
+        None
+    };
+    let sub_byte = match ty {
+        Ty::SubByte(_, sub) => Some(sub),
+        _ => None,
+    };
     meta[field] = stand_in;
     meta["fill_value"] = fill_json;
     Ok(Some(NumpyType {
         numpy: ty.native().numpy(),
         elem,
-        refused,
+        field_swaps,
+        sub_byte,
     }))
 }
 
@@ -503,6 +610,22 @@ mod tests {
             t3.numpy,
             json!(if NATIVE_BIG { ">m8[ns]" } else { "<m8[ns]" })
         );
+        // The generic unit, as NumPy spells it (`<M8`, `<M8[2generic]`) and in v3.
+        let numpy = |mut m: Value| stand_in(&mut m).unwrap().unwrap().numpy;
+        assert_eq!(numpy(v2(json!("<M8"), Value::Null)), json!("<M8"));
+        let scaled = if NATIVE_BIG {
+            ">m8[2generic]"
+        } else {
+            "<m8[2generic]"
+        };
+        assert_eq!(
+            numpy(v2(json!(">m8[2generic]"), Value::Null)),
+            json!(scaled)
+        );
+        let generic = json!({"zarr_format": 3, "data_type": {"name": "numpy.datetime64",
+            "configuration": {"unit": "generic", "scale_factor": 1}}, "fill_value": "NaT"});
+        let native = if NATIVE_BIG { ">M8" } else { "<M8" };
+        assert_eq!(numpy(generic), json!(native));
     }
 
     #[test]
@@ -526,20 +649,64 @@ mod tests {
     }
 
     #[test]
-    fn records_stored_in_the_other_byte_order_are_refused() {
+    fn records_stored_in_the_other_byte_order_swap_each_scalar() {
         let other = if NATIVE_BIG { "little" } else { "big" };
         let native = if NATIVE_BIG { "big" } else { "little" };
-        let record = |endian: &str, field: &str| {
+        let record = |endian: &str, fields: Value| {
             json!({"zarr_format": 3, "data_type": {"name": "struct", "configuration":
-                {"fields": [{"name": "x", "data_type": field}]}}, "fill_value": {"x": 0},
+                {"fields": fields}}, "fill_value": 0,
                 "codecs": [{"name": "sharding_indexed", "configuration": {"codecs":
                     [{"name": "bytes", "configuration": {"endian": endian}}]}}]})
         };
-        let refused = |mut m: Value| stand_in(&mut m).unwrap().unwrap().refused;
-        assert!(refused(record(other, "int16")).is_some());
-        assert!(refused(record(native, "int16")).is_none());
+        let swaps = |mut m: Value| stand_in(&mut m).unwrap().unwrap().field_swaps;
+        let fields = json!([{"name": "a", "data_type": "uint8"},
+            {"name": "b", "data_type": "int16"}, {"name": "c", "data_type": "complex64"},
+            {"name": "d", "data_type": "float64"}]);
+        assert_eq!(
+            swaps(record(other, fields.clone())).as_deref(),
+            Some(&[(1, 2), (3, 4), (7, 4), (11, 8)][..])
+        );
+        assert!(swaps(record(native, fields)).is_none());
         // One-byte fields have no byte order.
-        assert!(refused(record(other, "uint8")).is_none());
+        let bytes_only = json!([{"name": "x", "data_type": "uint8"}]);
+        assert!(swaps(record(other, bytes_only)).is_none());
+    }
+
+    #[test]
+    fn sub_byte_integers_and_small_floats_keep_zarrs_types() {
+        let v3 = |name: &str, fill: Value| {
+            json!({"zarr_format": 3, "data_type": name, "fill_value": fill,
+                   "codecs": [{"name": "packbits"}]})
+        };
+        let mut m = v3("int4", json!(-8));
+        let t = stand_in(&mut m).unwrap().unwrap();
+        assert_eq!(
+            (m["data_type"].clone(), m["fill_value"].clone()),
+            (json!("int4"), json!(-8))
+        );
+        assert_eq!(t.numpy, json!("ml_dtypes.int4"));
+        let sub = t.sub_byte.unwrap();
+        // Stored sign-extended (zarrs' form); read as ml_dtypes spells it (low bits).
+        let mut bytes = [0x08u8, 0x0F, 0x07, 0xF9];
+        sub.to_stored(&mut bytes);
+        assert_eq!(bytes, [0xF8, 0xFF, 0x07, 0xF9]);
+        sub.to_numpy(&mut bytes);
+        assert_eq!(bytes, [0x08, 0x0F, 0x07, 0x09]);
+        let mut u = [0xF3u8];
+        SubByte {
+            bits: 2,
+            signed: false,
+        }
+        .to_stored(&mut u);
+        assert_eq!(u, [0x03]);
+        assert!(stand_in(&mut v3("int2", json!(2))).is_err()); // int2 holds -2..=1
+        assert!(stand_in(&mut v3("uint4", json!(16))).is_err());
+        let mut f = v3("float4_e2m1fn", json!("0x02"));
+        stand_in(&mut f).unwrap().unwrap();
+        assert_eq!(
+            (f["data_type"].clone(), f["fill_value"].clone()),
+            (json!("float4_e2m1fn"), json!(2))
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{bad, Field, Ty, NATIVE_BIG, SMALL_FLOATS, UNITS};
+use super::{bad, Field, SubByte, Ty, NATIVE_BIG, SMALL_FLOATS, SUB_BYTE_INTS, UNITS};
 
 /// Parses a v2 type string (`"<M8[10s]"`, `">U13"`, `"|S7"`, `"<i4"`).
 fn parse_v2_str(s: &str) -> Result<Ty, String> {
@@ -18,10 +18,14 @@ fn parse_v2_str(s: &str) -> Result<Ty, String> {
     let kind = chars.next().ok_or_else(unknown)?;
     let tail = chars.as_str();
     if matches!(kind, 'M' | 'm') {
-        let inner = tail
-            .strip_prefix("8[")
-            .and_then(|t| t.strip_suffix(']'))
-            .ok_or_else(unknown)?;
+        // NumPy spells the generic unit without brackets (`<M8`), or scaled (`<M8[2generic]`).
+        let inner = match tail {
+            "8" => "generic",
+            _ => tail
+                .strip_prefix("8[")
+                .and_then(|t| t.strip_suffix(']'))
+                .ok_or_else(unknown)?,
+        };
         return time(kind == 'm', inner, big).ok_or_else(unknown);
     }
     let n: usize = tail.parse().map_err(|_| unknown())?;
@@ -171,7 +175,10 @@ pub(super) fn parse_v3(v: &Value) -> Result<Ty, String> {
         }
         other => match SMALL_FLOATS.iter().find(|s| **s == other) {
             Some(s) => Ty::Small(s),
-            None => return Err(unknown()),
+            None => match SUB_BYTE_INTS.iter().find(|(n, ..)| *n == other) {
+                Some(&(name, bits, signed)) => Ty::SubByte(name, SubByte { bits, signed }),
+                None => return Err(unknown()),
+            },
         },
     })
 }
