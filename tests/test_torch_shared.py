@@ -117,3 +117,26 @@ def test_batches_are_writable_and_equal_without_shared_memory(arrays):
         np.testing.assert_array_equal(bx.numpy(), plain[tuple(by.tolist())])
         bx[0] = 1  # a writable tensor, as the in-process loader gives
     assert len(dataset) == len(plain) == len(BatchLoader(list(arrays), 64).indices())
+
+
+def test_a_worker_decodes_on_its_share_of_the_cores(monkeypatch):
+    """As torch gives each DataLoader worker one thread, a worker's pool gets the cores
+    divided by the workers; ZARRPIPE_NUM_THREADS, when the user set it, wins."""
+    import os
+
+    from zarrpipe.torch import _share_cores
+
+    before = zarrpipe.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        monkeypatch.delenv("ZARRPIPE_NUM_THREADS", raising=False)
+        _share_cores(2)
+        assert zarrpipe.get_num_threads() == max(1, cores // 2)
+        _share_cores(4 * cores)
+        assert zarrpipe.get_num_threads() == 1
+        monkeypatch.setenv("ZARRPIPE_NUM_THREADS", "3")
+        zarrpipe.set_num_threads(before)
+        _share_cores(2)
+        assert zarrpipe.get_num_threads() == before
+    finally:
+        zarrpipe.set_num_threads(before)

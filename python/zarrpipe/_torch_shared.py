@@ -1,22 +1,30 @@
 """Batches that cross from a DataLoader worker to the training process without a copy.
 
 torch hands a worker's tensors to the main process through shared memory: a tensor whose
-storage is not shared yet is copied into a fresh shared segment first (a copy, and a fresh
-segment's pages faulted in, for every batch). Here a worker gathers each batch straight into
-a slot of its own pool of shared storages, reused from batch to batch, and sends the slot:
-torch passes the storage's file descriptor (or name), and the main process maps it once
-while it keeps it.
+storage is not shared yet is copied into a fresh shared segment, whose file descriptor then
+travels over a socket to the main process (a copy, a fresh segment's pages faulted in, and a
+connection to the worker, for every batch). Here a worker gathers each batch straight into a
+slot of its own pool of named shared-memory segments, reused from batch to batch, and sends
+only the slot's name and the batch's shape and type: the main process maps a slot once and
+keeps the mapping while it is in use.
 
 A slot is reused only once the main process is done with the batch in it: the first byte of
 the slot is its state, set to HELD by the worker before the batch leaves and back to FREE by
 the main process when the last tensor (or view, or NumPy array) over the batch is gone. A
 worker whose slots are all held (batches in flight, or kept by the training loop) makes a
 new one, so the pool holds as many batches as are alive, and never overwrites one.
+
+A worker unlinks its segments when it exits (a multiprocessing finalizer); one killed
+before that leaves them to multiprocessing's resource tracker, which removes them when the
+program ends. The main process starts that tracker before its workers (`share_tracker`), so
+they share it and a segment mapped on both sides is tracked once. The main process drops a
+mapping that has held no batch for a while (and so the memory of workers that are gone).
 """
 
 from __future__ import annotations
 
 import weakref
+from multiprocessing import resource_tracker, shared_memory, util
 from typing import Any
 
 import numpy as np
@@ -25,26 +33,39 @@ import torch
 # Bytes before a slot's batch: the state byte, and the batch kept 64-byte aligned.
 HEADER = 64
 FREE, HELD = 0, 1
+# The main process keeps an idle mapping for this many batches after its last one.
+KEEP_IDLE = 64
 
 
 class _Slot:
-    """One shared storage: the state byte, then room for `capacity` bytes of batch."""
+    """One shared segment (a worker's): the state byte, then room for `capacity` bytes."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.storage = torch.UntypedStorage._new_shared(HEADER + capacity)
-        self.bytes = _uint8_view(self.storage)
+        self.memory = shared_memory.SharedMemory(create=True, size=HEADER + capacity)
+        self.bytes = np.ndarray(HEADER + capacity, dtype=np.uint8, buffer=self.memory.buf)
         self.bytes[0] = FREE
+        util.Finalize(self, _unlink, args=(self.memory.name,), exitpriority=0)
 
 
-def _uint8_view(storage: torch.UntypedStorage) -> np.ndarray:
-    """The whole storage as a writable NumPy uint8 array (which keeps it alive)."""
-    return torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+def _unlink(name: str) -> None:
+    try:
+        memory = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return
+    memory.close()
+    memory.unlink()
+
+
+def share_tracker() -> None:
+    """Starts multiprocessing's resource tracker in this process, for the workers it starts
+    to inherit."""
+    resource_tracker.ensure_running()
 
 
 def carries(dtype: np.dtype[Any]) -> bool:
-    """Whether torch has a tensor type for `dtype` (it has none for uint64 before 2.3,
-    strings, datetimes or records)."""
+    """Whether torch has a tensor type for `dtype` (it has none for strings, datetimes or
+    records, nor for uint16-64 before 2.3)."""
     try:
         torch.from_numpy(np.empty(0, dtype=dtype))
     except TypeError:
@@ -53,8 +74,8 @@ def carries(dtype: np.dtype[Any]) -> bool:
 
 
 class SharedBatch:
-    """A batch in a worker's slot: pickles as the slot's storage (shared, so torch sends
-    its handle, not its bytes) and becomes a `torch.Tensor` over it when unpickled."""
+    """A batch in a worker's slot: pickles as the slot's name, the batch's shape and dtype,
+    and becomes a `torch.Tensor` over the slot when unpickled."""
 
     def __init__(self, slot: _Slot, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
         self.slot = slot
@@ -62,27 +83,61 @@ class SharedBatch:
         self.dtype = dtype
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_attach, (self.slot.storage, self.shape, self.dtype))
-
-    def tensor(self) -> torch.Tensor:
-        """The batch as a tensor in this process (a worker yielding in-process)."""
-        return _attach(self.slot.storage, self.shape, self.dtype)
+        return (_attach, (self.slot.memory.name, self.shape, self.dtype))
 
 
-def _attach(storage: torch.UntypedStorage, shape: tuple[int, ...], dtype: np.dtype[Any]):
+class _Mapped:
+    """A slot as the main process maps it: its bytes, how many batches over it are alive,
+    and when it was last used."""
+
+    def __init__(self, name: str) -> None:
+        self.memory = shared_memory.SharedMemory(name=name)
+        self.bytes = np.ndarray(self.memory.size, dtype=np.uint8, buffer=self.memory.buf)
+        self.alive = 0
+        self.used = 0
+
+
+_mapped: dict[str, _Mapped] = {}
+_attached = 0
+
+
+def _attach(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> torch.Tensor:
     """The main process's side: a writable tensor over the slot's batch that frees the slot
     when the last view of it is gone."""
-    whole = _uint8_view(storage)
+    global _attached
+    _attached += 1
+    slot = _mapped.get(name)
+    if slot is None:
+        _drop_idle()
+        slot = _mapped[name] = _Mapped(name)
+    slot.alive += 1
+    slot.used = _attached
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    batch = whole[HEADER : HEADER + nbytes].view(dtype).reshape(shape)
+    batch = slot.bytes[HEADER : HEADER + nbytes].view(dtype).reshape(shape)
     # torch.from_numpy keeps `batch` alive as long as any tensor over it; the finalizer runs
-    # when the last one goes, and holds `whole` (so the storage) until then.
-    weakref.finalize(batch, _release, whole)
+    # when the last one goes.
+    weakref.finalize(batch, _release, slot)
     return torch.from_numpy(batch)
 
 
-def _release(whole: np.ndarray) -> None:
-    whole[0] = FREE
+def _release(slot: _Mapped) -> None:
+    slot.alive -= 1
+    if slot.alive == 0:
+        slot.bytes[0] = FREE
+
+
+def _drop_idle() -> None:
+    """Unmaps the slots that have held no batch for `KEEP_IDLE` batches (a worker that is
+    gone sends none again; one that is alive has its slot mapped again by name)."""
+    for name, slot in list(_mapped.items()):
+        if slot.alive == 0 and _attached - slot.used > KEEP_IDLE:
+            slot.bytes = np.empty(0, dtype=np.uint8)
+            try:
+                slot.memory.close()
+            except BufferError:  # a view of it outlived its batch's finalizer: keep it
+                slot.bytes = np.ndarray(slot.memory.size, np.uint8, buffer=slot.memory.buf)
+                continue
+            del _mapped[name]
 
 
 class SlotPool:

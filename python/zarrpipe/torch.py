@@ -13,6 +13,7 @@ torch.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,8 +21,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from zarrpipe._torch_shared import SlotPool
-from zarrpipe._zarrpipe import Array, Tensor
+from zarrpipe._torch_shared import SlotPool, share_tracker
+from zarrpipe._zarrpipe import Array, Tensor, set_num_threads
 from zarrpipe.loader import BatchLoader, _move_batch
 
 __all__ = ["ZarrDataset", "to_torch"]
@@ -44,6 +45,16 @@ def to_torch(
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
     return _move_batch(batch, torch.from_dlpack)
+
+
+def _share_cores(workers: int) -> None:
+    """In a DataLoader worker: decode on this worker's share of the cores, as torch gives each
+    worker one thread of its own (`workers` pools of all the cores would fight over them).
+    `ZARRPIPE_NUM_THREADS` set by the user wins."""
+    if "ZARRPIPE_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    set_num_threads(max(1, (cores or 1) // max(1, workers)))
 
 
 class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
@@ -110,10 +121,15 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         self._iterations = 0
         self.shared_memory = shared_memory
         self._pool: SlotPool | None = None
+        self._in_worker = False
+        if shared_memory:
+            # One resource tracker for this process and the workers it starts, so the
+            # segments a worker makes are tracked once (see zarrpipe._torch_shared).
+            share_tracker()
 
     def __getstate__(self) -> dict[str, Any]:
         """The dataset without its slot pool (each worker process makes its own)."""
-        return {**self.__dict__, "_pool": None}
+        return {**self.__dict__, "_pool": None, "_in_worker": False}
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch of the next iteration.
@@ -146,6 +162,9 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         epoch = self.loader.epoch + self._iterations
         self._iterations += 1
         into = None
+        if info is not None and not self._in_worker:
+            self._in_worker = True
+            _share_cores(workers)
         if info is not None and self.shared_memory:
             if self._pool is None:
                 self._pool = SlotPool()
