@@ -4,6 +4,7 @@ the values and stored bytes of zarr-python's default pipeline, and read by the n
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from pathlib import Path
 
@@ -124,3 +125,39 @@ def test_big_endian_generic_times_fall_back_and_read_natively(tmp_path: Path):
     with zarr.config.set(DEFAULT):
         back = zarr.open_array(tmp_path / "a", mode="r")[:]
     assert back.view(">i8").tolist() == [0, 7, 8, 100]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fsspec") is None, reason="needs fsspec")
+def test_fsspec_local_files_are_read_and_written_by_the_engine(tmp_path: Path):
+    """`da.from_zarr("path")` and `xr.open_zarr("path")` open an FsspecStore over fsspec's
+    local filesystem: zarrpipe reads and writes those files itself (partial shard reads,
+    the writers' lock protocol), as for a LocalStore, rather than receiving whole shards
+    from zarr-python."""
+    from zarr.storage import FsspecStore, LocalStore
+
+    data = np.arange(32 * 32, dtype="i4").reshape(32, 32)
+    with zarr.config.set(DEFAULT):
+        zarr.create_array(
+            LocalStore(tmp_path / "a"), shape=(32, 32), dtype="i4", chunks=(8, 8), shards=(16, 16)
+        )[...] = data
+    store = FsspecStore.from_url((tmp_path / "a").as_uri())
+    with zarr.config.set(OURS):
+        a = zarr.open_array(store, mode="r+")
+        pipeline = a._async_array.codec_pipeline
+        assert pipeline._impl is not None and pipeline._impl.reads_store
+        assert a[3:11, 5:20].tolist() == data[3:11, 5:20].tolist()
+        a[0:3, 0:3] = -1
+    data[0:3, 0:3] = -1
+    with zarr.config.set(DEFAULT):
+        assert zarr.open_array(LocalStore(tmp_path / "a"), mode="r")[...].tolist() == data.tolist()
+
+
+def test_attributes_that_are_not_json_stay_out_of_the_engine(tmp_path: Path):
+    """The engine never needs an array's attributes: a lone surrogate (which JSON can spell
+    but Rust's parser refuses) does not send the array back to zarr-python."""
+    with zarr.config.set(OURS):
+        a = zarr.create_array(
+            tmp_path / "a", shape=(4,), dtype="i4", chunks=(2,), attributes={"a": "\ud800"}
+        )
+        a[:] = np.arange(4)
+        assert a[:].tolist() == [0, 1, 2, 3]

@@ -131,12 +131,14 @@ _ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
 
 def _engine_store(store: Any) -> Any | None:
     """A zarrpipe Store over the same location as zarr-python's `store`, recognised once:
-    exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), or
-    zarr-python's `ObjectStore` over an obstore store zarrpipe can open (S3, GCS, Azure,
-    HTTP, local: the binding reads its configuration). None for any other store: zarr-python
-    moves the bytes."""
-    if type(store) is LocalStore:
-        url, options = str(store.root), {}
+    exactly `LocalStore` (a subclass or wrapper may change what reads and writes do), an
+    `FsspecStore` over fsspec's local filesystem (what `da.from_zarr("path")` and
+    `xr.open_zarr("path")` open), or zarr-python's `ObjectStore` over an obstore store
+    zarrpipe can open (S3, GCS, Azure, HTTP, local: the binding reads its configuration).
+    None for any other store: zarr-python moves the bytes."""
+    root = _local_root(store)
+    if root is not None:
+        url, options = root, {}
     elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
         try:
             url, options = _obstore_location(getattr(store, "store", None))
@@ -155,7 +157,19 @@ def _engine_store(store: Any) -> Any | None:
 
 
 def _local_root(store: Any) -> str | None:
-    return str(store.root) if type(store) is LocalStore else None
+    """The directory of a local store: `LocalStore`, or `FsspecStore` over exactly fsspec's
+    `LocalFileSystem` (zarr-python wraps it for async use)."""
+    if type(store) is LocalStore:
+        return str(store.root)
+    if type(store).__name__ != "FsspecStore" or not type(store).__module__.startswith("zarr."):
+        return None
+    fs = getattr(store, "fs", None)
+    fs = getattr(fs, "sync_fs", fs)  # fsspec's AsyncFileSystemWrapper
+    local = type(fs).__name__ == "LocalFileSystem" and type(fs).__module__ == (
+        "fsspec.implementations.local"
+    )
+    path = getattr(store, "path", None)
+    return os.path.abspath(path) if local and isinstance(path, str) else None
 
 
 def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
@@ -184,7 +198,11 @@ def _metadata_json(metadata: ArrayMetadata) -> str:
         # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
         # strings, datetimes, records) have no spec yet; it warned when the array was made.
         warnings.simplefilter("ignore")
-        return json.dumps(metadata.to_dict(), sort_keys=True, default=_json_scalar)
+        document = metadata.to_dict()
+    # The engine needs no attributes, and zarr-python keeps some that are not JSON (an
+    # object(), a lone surrogate that Rust's JSON parser refuses).
+    document.pop("attributes", None)
+    return json.dumps(document, sort_keys=True, default=_json_scalar)
 
 
 def _json_scalar(value: Any) -> Any:
