@@ -373,6 +373,7 @@ mod tests {
         let out = unsafe { OutPtr::new(mine.as_mut_ptr(), mine.len()) };
         assert_eq!(gather_rows_into(&sources, 0, 2, &out).unwrap(), vec![3, 3]);
         assert_eq!(u16s(&mine), vec![3, 4, 5, 16, 17, 18, 10, 11, 12]);
+        // SAFETY: 16 of `mine`'s bytes, which outlive `short`; only this thread writes them.
         let short = unsafe { OutPtr::new(mine.as_mut_ptr(), 16) };
         assert!(matches!(
             gather_rows_into(&sources, 0, 2, &short),
