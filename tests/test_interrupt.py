@@ -21,22 +21,25 @@ from zarr_stores import num_threads
 
 SHAPE = (128, 512, 512)  # 64 MiB of int16, 128 chunks of 512 KiB
 CHUNKS = (1, 512, 512)
+# The slow reads' array: twice as many chunks, so that a read alone lasts well over the
+# 1.5 s the tests need to tell an interrupt from its end (128 took 1.3 s on a fast day).
+SLOW_SHAPE = (256, 512, 512)
 
 
 @pytest.fixture(scope="module")
 def slow_store(tmp_path_factory) -> Path:
-    """An array whose read-all takes seconds on one thread: 128 bz2 chunks of random values
+    """An array whose read-all takes seconds on one thread: 256 bz2 chunks of random values
     (bz2 decodes them at a few MB/s). One chunk is encoded, its file copied to the others'
     keys (bz2 encodes them slower still)."""
     root = tmp_path_factory.mktemp("interrupt")
     store = zarrpipe.Store(str(root))
     arr = store.create_array(
-        "a", shape=SHAPE, dtype="int16", chunks=CHUNKS,
+        "a", shape=SLOW_SHAPE, dtype="int16", chunks=CHUNKS,
         compressors={"name": "numcodecs.bz2", "configuration": {"level": 1}},
     )  # fmt: skip
-    arr[0] = np.random.default_rng(0).integers(0, 64, SHAPE[1:], dtype="int16")
+    arr[0] = np.random.default_rng(0).integers(0, 64, SLOW_SHAPE[1:], dtype="int16")
     first = root / arr.chunk_key((0, 0, 0))
-    for k in range(1, SHAPE[0]):
+    for k in range(1, SLOW_SHAPE[0]):
         target = root / arr.chunk_key((k, 0, 0))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(first, target)

@@ -5,10 +5,10 @@
 //! zarrs lacks most of them (or some of their spellings, or zarr-python's fill values), so
 //! the engine carries them as opaque elements of N bytes: before zarrs sees the metadata,
 //! [`stand_in`] replaces the data type by a same-size one zarrs reads and writes with the
-//! same bytes (`int64` for times, raw bits `r{8N}` / `|V{N}` for bytes and records;
-//! fixed-length UTF-32, ml_dtypes' small floats and zarr-extensions' sub-byte integers stay
-//! zarrs' own, which swaps code points and packs 4- and 6-bit types with `packbits`) and the
-//! fill value by its bytes. The type itself survives as the NumPy dtype the binding gives
+//! same bytes (`int64` for times, raw bits `r{8N}` / `|V{N}` for bytes and records, `uint8`
+//! for 8-bit floats; fixed-length UTF-32, 4- and 6-bit floats and zarr-extensions' sub-byte
+//! integers stay zarrs' own, which swaps code points and packs narrow types with
+//! `packbits`) and the fill value by its bytes. The type itself survives as the NumPy dtype the binding gives
 //! results: the one zarr-python returns, in native byte order where the engine swapped.
 //!
 //! Specs: <https://github.com/zarr-developers/zarr-extensions/tree/main/data-types>, the v2
@@ -484,9 +484,14 @@ pub fn stand_in(meta: &mut Value) -> Result<Option<NumpyType>, String> {
                 json!(text),
             )
         }
-        // zarrs has these types under their names (and `packbits` needs their width: 4 or 6
-        // bits for some small floats), with the fill value as the element's byte.
-        Ty::Small(name) if !v2 => (ElementType::UInt8, json!(name), json!(fill[0])),
+        // A 4- or 6-bit float keeps zarrs' own type (whose width `packbits` needs), with the
+        // fill value as the element's byte; the 8-bit ones are uint8 to zarrs (which lacks
+        // some of them here), the width packbits gives uint8 too.
+        Ty::Small(name) if !v2 => {
+            let narrow = name.starts_with("float4_") || name.starts_with("float6_");
+            let spelled = if narrow { json!(name) } else { json!("uint8") };
+            (ElementType::UInt8, spelled, json!(fill[0]))
+        }
         Ty::SubByte(..) if !v2 => {
             let fill = meta.get("fill_value").cloned().unwrap_or(json!(0));
             (ElementType::UInt8, meta[field].clone(), fill)
