@@ -882,3 +882,34 @@ def test_small_floats_packed_by_packbits_at_their_width(tmp_path, name, bits):
     arr[1] = np.array(-0.5, np.float32).astype(dtype)
     values[1] = np.array(-0.5, np.float32).astype(dtype)
     assert (tmp_path / "p" / "c" / "0").read_bytes() == _packbits(values, bits)
+
+
+def test_reshape_codec_read_and_written(tmp_path):
+    """zarr-extensions' `reshape` (axes of a chunk merged before `bytes`): zarrs runs it;
+    reads and writes equal NumPy, and a stored chunk is its C-order elements, zstd'd."""
+    numcodecs = pytest.importorskip("numcodecs")
+    meta = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4, 6, 8],
+        "data_type": "int16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3, 8]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [
+            {"name": "reshape", "configuration": {"shape": [[0, 1], [2]]}},
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
+        ],
+    }
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "zarr.json").write_text(json.dumps(meta))
+    arr = zarrpipe.Store(tmp_path).open_array("a")
+    values = np.arange(4 * 6 * 8, dtype="<i2").reshape(4, 6, 8)
+    arr[...] = values
+    assert arr[...].tolist() == values.tolist()
+    assert arr[1:3, 2:5, 3].tolist() == values[1:3, 2:5, 3].tolist()
+    stored = numcodecs.Zstd().decode((tmp_path / "a" / "c" / "1" / "1" / "0").read_bytes())
+    assert np.frombuffer(stored, "<i2").tolist() == values[2:4, 3:6].ravel().tolist()
+    arr[3, 5, 7] = -1
+    assert arr[3, 5, 7] == -1 and arr[3, 5, 6] == values[3, 5, 6]
