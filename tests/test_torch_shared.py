@@ -140,3 +140,36 @@ def test_a_worker_decodes_on_its_share_of_the_cores(monkeypatch):
         assert zarrpipe.get_num_threads() == before
     finally:
         zarrpipe.set_num_threads(before)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="lists POSIX shared memory in /dev/shm")
+def test_no_segment_outlives_the_program(tmp_path):
+    """Persistent workers are terminated at exit before their own finalizers run: the main
+    process unlinks the slots it mapped, so nothing is left in /dev/shm and multiprocessing's
+    resource tracker has nothing to warn about."""
+    import subprocess
+    import sys
+    import textwrap
+
+    store = zarrpipe.Store(tmp_path)
+    x = store.create_array("x", shape=(256, 16), dtype="float32", chunks=(32, 16))
+    x[...] = np.arange(256 * 16, dtype="float32").reshape(256, 16)
+    before = {p.name for p in Path("/dev/shm").iterdir()}
+    code = textwrap.dedent(f"""
+        import torch.utils.data, zarrpipe
+        from zarrpipe.torch import ZarrDataset
+        ds = ZarrDataset(zarrpipe.Store({str(tmp_path)!r}).open_array("x"), 32, seed=1)
+        loader = torch.utils.data.DataLoader(
+            ds, batch_size=None, num_workers=2, persistent_workers=True, timeout=120
+        )
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            kept = [b for b in loader]
+        print(sum(int(b.shape[0]) for b in kept))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "256"
+    assert "leaked" not in done.stderr, done.stderr
+    assert {p.name for p in Path("/dev/shm").iterdir()} - before == set()

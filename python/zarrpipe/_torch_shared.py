@@ -14,15 +14,18 @@ the main process when the last tensor (or view, or NumPy array) over the batch i
 worker whose slots are all held (batches in flight, or kept by the training loop) makes a
 new one, so the pool holds as many batches as are alive, and never overwrites one.
 
-A worker unlinks its segments when it exits (a multiprocessing finalizer); one killed
-before that leaves them to multiprocessing's resource tracker, which removes them when the
-program ends. The main process starts that tracker before its workers (`share_tracker`), so
-they share it and a segment mapped on both sides is tracked once. The main process drops a
-mapping that has held no batch for a while (and so the memory of workers that are gone).
+A worker unlinks its segments when it exits (a multiprocessing finalizer), and the main
+process unlinks those it has mapped when it exits (persistent workers are terminated then,
+before their finalizers run); a segment neither could unlink is left to multiprocessing's
+resource tracker, which removes it when the program ends. The main process starts that
+tracker before its workers (`share_tracker`), so they share it and a segment mapped on both
+sides is tracked once. The main process drops a mapping that has held no batch for a while
+(and so the memory of workers that are gone).
 """
 
 from __future__ import annotations
 
+import atexit
 import weakref
 from multiprocessing import resource_tracker, shared_memory, util
 from typing import Any
@@ -99,6 +102,9 @@ class _Mapped:
 
 _mapped: dict[str, _Mapped] = {}
 _attached = 0
+# Every slot this process has mapped: unlinked when it exits (workers that are still alive
+# then, persistent ones, are terminated before their own finalizers run).
+_seen: set[str] = set()
 
 
 def _attach(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> torch.Tensor:
@@ -110,6 +116,9 @@ def _attach(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> torch.Te
     if slot is None:
         _drop_idle()
         slot = _mapped[name] = _Mapped(name)
+        if not _seen:
+            atexit.register(_unlink_seen)
+        _seen.add(name)
     slot.alive += 1
     slot.used = _attached
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -118,6 +127,11 @@ def _attach(name: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> torch.Te
     # when the last one goes.
     weakref.finalize(batch, _release, slot)
     return torch.from_numpy(batch)
+
+
+def _unlink_seen() -> None:
+    for name in _seen:
+        _unlink(name)
 
 
 def _release(slot: _Mapped) -> None:
