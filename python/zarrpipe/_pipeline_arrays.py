@@ -79,16 +79,38 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
 
 
 def _swapped_generic_time(metadata: ArrayMetadata) -> bool:
+    """A record with a generic-unit time field in non-native byte order: NumPy copies such a
+    field between byte orders unswapped, and a record cannot be converted through counts."""
     dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    fields = (
-        [dtype]
-        if dtype is None or dtype.names is None
-        else [dtype.fields[n][0] for n in dtype.names]
-    )
+    if dtype is None or dtype.names is None:
+        return False
     return any(
-        f is not None and f.kind in "Mm" and not f.isnative and np.datetime_data(f)[0] == "generic"
-        for f in fields
+        f.kind in "Mm" and not f.isnative and np.datetime_data(f)[0] == "generic"
+        for f in (dtype.fields[n][0] for n in dtype.names)
     )
+
+
+def _as_counts(array: np.ndarray, dtype: np.dtype[Any]) -> tuple[np.ndarray, np.dtype[Any]]:
+    """`array` and `dtype` as int64 counts when both are times of one unit in different byte
+    orders, since NumPy copies a generic-unit time between byte orders unswapped (and
+    swaps integers); otherwise as they are."""
+    if (
+        array.dtype.kind in "Mm"
+        and dtype.kind in "Mm"
+        and array.dtype != dtype
+        and array.dtype.newbyteorder("=") == dtype.newbyteorder("=")
+    ):
+        order = lambda d: "" if d.byteorder in "=|" else d.byteorder  # noqa: E731
+        return array.view(f"{order(array.dtype)}i8"), np.dtype(f"{order(dtype)}i8")
+    return array, dtype
+
+
+def _to_dtype(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    """`values.astype(dtype, copy=False)`, times converted through their counts."""
+    counts, as_int = _as_counts(values, dtype)
+    if counts is values:
+        return values.astype(dtype, copy=False)
+    return counts.astype(as_int, copy=False).view(dtype)
 
 
 def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
@@ -104,7 +126,10 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     elif _swapped_generic_time(metadata):
         # zarr-python's buffers have the stored dtype, and NumPy's casts and assignments
         # between byte orders of a generic-unit time copy its bytes unswapped.
-        reason = "a generic-unit time stored in non-native byte order (NumPy cannot swap it)"
+        reason = (
+            "a record with a generic-unit time field in non-native byte order (NumPy cannot "
+            "swap it)"
+        )
     else:
         try:
             return _PipelineArray(

@@ -33,12 +33,14 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarrpipe._pipeline_arrays import (
     _ENGINE_STORES,  # noqa: F401  (tests look at the stores the pipeline opened)
     FallbackWarning,
+    _as_counts,
     _build_impl,
     _codecs_of,
     _local_root,
     _metadata_json,
     _native_dtype,
     _strict,
+    _to_dtype,
 )
 from zarrpipe._pipeline_selections import (
     _chunk_selection,
@@ -250,7 +252,8 @@ class CodecPipeline(_abc.CodecPipeline):
             else:
                 present = await self._read_picks(batch, array, drop_axes)
         elif self._impl is not None and batch and self._converted_buffer(array):
-            present = await self._read_picks(batch, array, drop_axes, _native_dtype(self.metadata))
+            target, native = _as_counts(array, _native_dtype(self.metadata))
+            present = await self._read_picks(batch, target, drop_axes, native)
         if present is None:
             if self._impl is not None and batch:
                 self._fall_back("output buffer or chunk selection not supported")
@@ -341,7 +344,7 @@ class CodecPipeline(_abc.CodecPipeline):
         requests = None
         basic = None
         if not drop_axes and array.dtype.kind == dtype.kind:
-            basic = _value_for_selection(array.astype(dtype, copy=False), batch)
+            basic = _value_for_selection(_to_dtype(array, dtype), batch)
             if basic is not None:
                 requests = self._requests(batch, basic.shape)
         if requests is not None:
@@ -382,7 +385,7 @@ class CodecPipeline(_abc.CodecPipeline):
             items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh))
         values = np.concatenate(pieces) if pieces else value.ravel()[:0]
         if dtype is not None:
-            values = values.astype(dtype, copy=False)
+            values = _to_dtype(values, dtype)
         write_empty = bool(batch[0][1].config.write_empty_chunks)
         if self._reads_store(batch):
             self.store._check_writable()
