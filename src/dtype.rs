@@ -90,7 +90,6 @@ fn dtype_arg<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py,
     }
 }
 
-/// The element type of a NumPy dtype, ignoring byte order (callers normalise it).
 /// `numpy.asarray(value, dtype)`, except that a time array changes byte order through its
 /// int64 counts: NumPy copies a generic-unit time (`<m8[2generic]` from `>m8[2generic]`)
 /// unswapped.
@@ -129,6 +128,7 @@ pub fn as_dtype<'py>(
     np.call_method1("asarray", (array, dtype))
 }
 
+/// The element type of a NumPy dtype, ignoring byte order (callers normalise it).
 pub fn from_numpy_dtype(descr: &Bound<'_, PyArrayDescr>) -> PyResult<ElementType> {
     let size = descr.itemsize();
     let kind = match descr.kind() {

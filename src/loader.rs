@@ -97,12 +97,7 @@ impl Rows {
         let owned = owned_parts(parts)?;
         let (axis, dtype) = (owned.axis, owned.dtype);
         let (bytes, shape) = run(py, move || {
-            let sources: Vec<RowSource<'_>> = owned
-                .parts
-                .iter()
-                .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
-                .collect();
-            gather_rows(&sources, axis, dtype.size())
+            gather_rows(&owned.sources(), axis, dtype.size())
         })?;
         Ok(Tensor::new(
             bytes,
@@ -133,12 +128,7 @@ impl Rows {
         // engine checks its size before writing.
         let out_ptr = unsafe { OutPtr::new(ptr, layout.len) };
         let shape = run(py, move || {
-            let sources: Vec<RowSource<'_>> = owned
-                .parts
-                .iter()
-                .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
-                .collect();
-            gather_rows_into(&sources, axis, dtype.size(), &out_ptr)
+            gather_rows_into(&owned.sources(), axis, dtype.size(), &out_ptr)
         })?;
         drop(out);
         Ok(shape)
@@ -151,6 +141,15 @@ struct Parts {
     parts: Vec<(Bytes, Vec<u64>, Vec<u64>)>,
     axis: usize,
     dtype: ElementType,
+}
+
+impl Parts {
+    fn sources(&self) -> Vec<RowSource<'_>> {
+        self.parts
+            .iter()
+            .map(|(bytes, shape, rows)| RowSource { bytes, shape, rows })
+            .collect()
+    }
 }
 
 fn owned_parts(parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>) -> PyResult<Parts> {

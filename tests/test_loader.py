@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 import zarrpipe
+from zarr_stores import FORK_WARNING
 from zarrpipe.loader import BatchLoader
 
 N = 1000  # not a multiple of the chunk length: the last chunk is partial
-FORK_WARNING = "ignore:This process .* is multi-threaded, use of fork():DeprecationWarning"
 
 
 def x_values() -> np.ndarray:

@@ -21,10 +21,9 @@ import zarr.api.asynchronous as zarr_async
 import zarrpipe
 from zarr.codecs import ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
-from zarr_stores import assert_values, quiet_zarr_writes, sample_values
+from zarr_stores import FORK_WARNING, assert_values, quiet_zarr_writes, sample_values
 
 OURS = {"codec_pipeline.path": "zarrpipe.CodecPipeline"}
-FORK_WARNING = "ignore:This process .* is multi-threaded, use of fork():DeprecationWarning"
 
 
 @pytest.fixture

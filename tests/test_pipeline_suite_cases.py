@@ -91,6 +91,17 @@ def test_shard_index_with_a_numcodecs_checksum(tmp_path: Path):
     both(tmp_path, make, fill)
 
 
+def times_array(dtype: np.dtype, zarr_format: int):
+    """`both`'s `make` for six times of `dtype`, chunks of two, uncompressed."""
+
+    def make(path: Path) -> zarr.Array:
+        return zarr.create_array(
+            path, shape=(6,), dtype=dtype, chunks=(2,), zarr_format=zarr_format, compressors=None
+        )
+
+    return make
+
+
 @pytest.mark.skipif(ZARR < (3, 4), reason="zarr-python reads generic time units since 3.4")
 @pytest.mark.filterwarnings(GENERIC_DEPRECATED)
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -99,15 +110,10 @@ def test_generic_time_units(tmp_path: Path, spelling: str, zarr_format: int):
     dtype = np.dtype(spelling)
     values = np.array([0, 1, -2, 100], dtype="<i8")
 
-    def make(path: Path) -> zarr.Array:
-        return zarr.create_array(
-            path, shape=(6,), dtype=dtype, chunks=(2,), zarr_format=zarr_format, compressors=None
-        )
-
     def fill(a: zarr.Array) -> None:
         a[:4] = values.view(dtype)
 
-    both(tmp_path, make, fill)
+    both(tmp_path, times_array(dtype, zarr_format), fill)
     back = zarrpipe.Store(tmp_path).open_array("ours")[...]
     assert np.datetime_data(back.dtype) == np.datetime_data(dtype)
     assert back[:4].view("i8").tolist() == values.tolist()
@@ -126,16 +132,11 @@ def test_big_endian_generic_times(tmp_path: Path, zarr_format: int):
     dtype = np.dtype(">m8[2generic]")
     values = np.array([0, 1, -2, 100], dtype=">i8")
 
-    def make(path: Path) -> zarr.Array:
-        return zarr.create_array(
-            path, shape=(6,), dtype=dtype, chunks=(2,), zarr_format=zarr_format, compressors=None
-        )
-
     def fill(a: zarr.Array) -> None:
         a[:4] = values.view(dtype)
         a[1:3] = values[1:3].view(dtype)  # a part of a chunk: read, update, write
 
-    both(tmp_path, make, fill)
+    both(tmp_path, times_array(dtype, zarr_format), fill)
     with zarr.config.set(OURS):
         got = zarr.open_array(tmp_path / "ours", mode="r")[:]
     assert counts(got)[:4] == values.tolist()

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarrpipe
+from zarr_stores import FORK_WARNING
 from zarrpipe.loader import BatchLoader
 
-FORK_WARNING = "ignore:This process .* is multi-threaded, use of fork():DeprecationWarning"
 N = 600
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarrpipe
+from zarr_stores import FORK_WARNING
 
 torch = pytest.importorskip("torch")
 from zarrpipe._torch_shared import FREE, HELD, SlotPool  # noqa: E402
 from zarrpipe.loader import BatchLoader  # noqa: E402
 from zarrpipe.torch import ZarrDataset  # noqa: E402
 
-FORK_WARNING = "ignore:This process .* is multi-threaded, use of fork():DeprecationWarning"
 N = 600
 
 

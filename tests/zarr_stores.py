@@ -16,6 +16,10 @@ import numpy as np
 import zarr
 import zarrpipe
 
+# Python warns when a process with threads forks (DataLoader and multiprocessing workers in
+# the tests do, on purpose).
+FORK_WARNING = "ignore:This process .* is multi-threaded, use of fork():DeprecationWarning"
+
 ALL_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128",

@@ -169,7 +169,9 @@ class SlotPool:
     ) -> tuple[SharedBatch, np.ndarray] | None:
         """A held slot's batch handle and the C-order NumPy array of `shape` and `dtype` to
         fill in it; None when torch has no type for `dtype`."""
-        if self._carries.setdefault(dtype, carries(dtype)) is False:
+        if dtype not in self._carries:
+            self._carries[dtype] = carries(dtype)
+        if not self._carries[dtype]:
             return None
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         slot = next((s for s in self._slots if s.bytes[0] == FREE and s.capacity >= nbytes), None)
