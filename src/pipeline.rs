@@ -29,8 +29,9 @@ use crate::selection::chunk_pick;
 use crate::store::Store as PyStore;
 
 /// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
-/// an int or a (start, stop) range, and per output axis a (start, stop) range.
-type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>);
+/// an int or a (start, stop) range, per output axis a (start, stop) range, and the stored
+/// chunk's shape (chunks of a rectilinear grid differ).
+type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>, Vec<u64>);
 
 /// `read_picks`' result: each pick's values (bytes in C order) and shape, and whether each
 /// chunk is stored.
@@ -58,7 +59,7 @@ fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops
         return None;
     }
     let mut span: Option<std::ops::Range<usize>> = None;
-    for (_, _, out_sel) in requests {
+    for (_, _, out_sel, _) in requests {
         if out_sel.len() != layout.strides.len() || out_sel.iter().any(|&(a, b)| a >= b) {
             continue;
         }
@@ -102,15 +103,16 @@ impl PipelineArray {
     /// An engine array for zarr-python's `metadata_json` (`json.dumps(metadata.to_dict())`)
     /// whose chunks live in `store` (a zarrpipe Store over the same location as
     /// zarr-python's store) or, without one, are passed in and out as bytes.
-    /// `subchunk_order`: C-order indices of a shard's inner chunks in the order writes lay
-    /// them out (zarr-python's `subchunk_write_order`). Raises UnsupportedError when
-    /// zarrpipe cannot read this array at all.
+    /// `subchunk_orders`: per inner grid of a shard (inner chunks per axis), the C-order
+    /// indices of its inner chunks in the order writes lay them out (zarr-python's
+    /// `subchunk_write_order`). Raises UnsupportedError when zarrpipe cannot read this
+    /// array at all.
     #[new]
-    #[pyo3(signature = (metadata_json, subchunk_order = None, store = None))]
+    #[pyo3(signature = (metadata_json, subchunk_orders = None, store = None))]
     fn new(
         py: Python<'_>,
         metadata_json: &str,
-        subchunk_order: Option<Vec<u64>>,
+        subchunk_orders: Option<Vec<(Vec<u64>, Vec<u64>)>>,
         store: Option<PyRef<'_, PyStore>>,
     ) -> PyResult<Self> {
         let engine: Option<Arc<EngineStore>> = store.map(|s| s.engine().clone());
@@ -129,8 +131,10 @@ impl PipelineArray {
         if array.info.variable.is_none() {
             array.chain().map_err(to_pyerr)?;
         }
+        let array = (subchunk_orders.unwrap_or_default().into_iter())
+            .fold(array, |a, (grid, order)| a.with_subchunk_order(grid, order));
         Ok(Self {
-            array: Arc::new(array.with_subchunk_order(subchunk_order.unwrap_or_default())),
+            array: Arc::new(array),
             chunks,
         })
     }
@@ -143,36 +147,41 @@ impl PipelineArray {
     }
 
     /// Decodes whole stored chunks of a variable-length array (`None`: missing, all fill
-    /// value) in parallel, each into a NumPy array of the stored chunk shape.
+    /// value) in parallel, each into a NumPy array of its stored shape (`shapes`).
     fn decode_variable<'py>(
         &self,
         py: Python<'py>,
         encoded: Vec<Option<PyBackedBytes>>,
         keys: Vec<String>,
+        shapes: Vec<Vec<u64>>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let kind = self.array.variable().map_err(to_pyerr)?;
-        if keys.len() != encoded.len() {
-            return Err(PyValueError::new_err("one key per encoded chunk"));
+        if keys.len() != encoded.len() || shapes.len() != keys.len() {
+            return Err(PyValueError::new_err(
+                "one key and one shape per encoded chunk",
+            ));
+        }
+        for (shape, key) in shapes.iter().zip(&keys) {
+            self.array.check_chunk_shape(shape, key).map_err(to_pyerr)?;
         }
         let array = self.array.clone();
         let chunks = run(py, move || {
             use rayon::prelude::*;
             encoded
                 .par_iter()
-                .zip(&keys)
-                .map(|(e, key)| array.decode_variable(e.as_deref(), key))
+                .zip(keys.par_iter().zip(&shapes))
+                .map(|(e, (key, shape))| array.decode_variable(e.as_deref(), key, shape))
                 .collect::<zarrpipe_codecs::Result<Vec<_>>>()
         })?;
-        let shape = self.array.stored_chunk_shape().to_vec();
         chunks
             .iter()
-            .map(|c| crate::variable::to_numpy(py, c, kind, &shape))
+            .map(|c| crate::variable::to_numpy(py, c, kind, &c.shape))
             .collect()
     }
 
     /// Writes `value` (1-D: each item's values in turn) at listed positions of stored
     /// chunks: `items` are (key, C-order positions in the chunk as a 1-D uint64 array,
-    /// fresh). Old chunks come from `existing` (bytes or None per item) or from the store
+    /// fresh, the stored chunk's shape). Old chunks come from `existing` (bytes or None per item) or from the store
     /// (each read, updated and stored as one step no other writer interleaves with);
     /// returns per item the encoded bytes (None: delete) when `existing` is given.
     #[pyo3(signature = (value, items, write_empty, existing = None))]
@@ -180,7 +189,7 @@ impl PipelineArray {
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyAny>,
-        items: Vec<(String, PyReadonlyArray1<'py, u64>, bool)>,
+        items: Vec<(String, PyReadonlyArray1<'py, u64>, bool, Vec<u64>)>,
         write_empty: bool,
         existing: Option<Vec<Option<PyBackedBytes>>>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
@@ -191,9 +200,10 @@ impl PipelineArray {
         }
         let items = items
             .into_iter()
-            .map(|(key, positions, fresh)| {
+            .map(|(key, positions, fresh, shape)| {
                 Ok(PointWrite {
                     key,
+                    shape,
                     positions: positions.as_array().to_vec(),
                     fresh,
                 })
@@ -241,7 +251,8 @@ impl PipelineArray {
     }
 
     /// Reads zarr-python's chunk selections that are not boxes (steps, index arrays, masks):
-    /// `picks` are (key, chunk selection), the selection read as NumPy reads `chunk[sel]`.
+    /// `picks` are (key, chunk selection, the stored chunk's shape), the selection read as
+    /// NumPy reads `chunk[sel]`.
     /// Each chunk's box of wanted elements is decoded once and gathered in Rust. Returns per
     /// pick a fresh 1-D uint8 array of its values in C order and the shape `chunk[sel]` has
     /// (the caller views the bytes as the array's dtype), and whether each chunk is stored;
@@ -250,7 +261,7 @@ impl PipelineArray {
     fn read_picks<'py>(
         &self,
         py: Python<'py>,
-        picks: Vec<(String, Bound<'py, PyAny>)>,
+        picks: Vec<(String, Bound<'py, PyAny>, Vec<u64>)>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
     ) -> PyResult<PickValues<'py>> {
         if encoded.is_none() && !self.reads_store() {
@@ -258,13 +269,19 @@ impl PipelineArray {
                 "this array's chunks must be passed as bytes",
             ));
         }
-        let chunk_shape = self.array.stored_chunk_shape().to_vec();
         let picks = picks
             .into_iter()
-            .map(|(key, sel)| Ok((key, chunk_pick(&chunk_shape, &sel)?)))
+            .map(|(key, sel, shape)| {
+                self.array
+                    .check_chunk_shape(&shape, &key)
+                    .map_err(to_pyerr)?;
+                let (pick, dims) = chunk_pick(&shape, &sel)?;
+                Ok((key, shape, pick, dims))
+            })
             .collect::<PyResult<Vec<_>>>()?;
-        let shapes: Vec<Vec<u64>> = picks.iter().map(|(_, (_, dims))| dims.clone()).collect();
-        let picks: Vec<(String, Pick)> = picks.into_iter().map(|(k, (p, _))| (k, p)).collect();
+        let shapes: Vec<Vec<u64>> = picks.iter().map(|p| p.3.clone()).collect();
+        let picks: Vec<(String, Vec<u64>, Pick)> =
+            picks.into_iter().map(|(k, s, p, _)| (k, s, p)).collect();
         let array = self.array.clone();
         let (values, present) = run(py, move || {
             let enc = bytes_list(&encoded);
@@ -309,13 +326,15 @@ impl PipelineArray {
             ));
         }
         let (ptr, layout) = numpy_layout(out, true)?;
-        let chunk_shape = self.array.stored_chunk_shape().to_vec();
         let span = written_span(&requests, &layout);
         let plans = requests
             .into_iter()
-            .map(|(key, sel, out_sel)| {
+            .map(|(key, sel, out_sel, shape)| {
+                self.array
+                    .check_chunk_shape(&shape, &key)
+                    .map_err(to_pyerr)?;
                 let out_sel: Vec<_> = out_sel.into_iter().map(|(a, b)| a..b).collect();
-                ChunkPlan::from_request(key, &chunk_shape, &chunk_axes(&sel)?, &out_sel, &layout)
+                ChunkPlan::from_request(key, &shape, &chunk_axes(&sel)?, &out_sel, &layout)
                     .map_err(to_pyerr)
             })
             .collect::<PyResult<Vec<_>>>()?;
@@ -366,11 +385,10 @@ impl PipelineArray {
             ));
         }
         let (ptr, layout) = numpy_layout(value, false)?;
-        let chunk_shape = self.array.stored_chunk_shape().to_vec();
         let writes = requests
             .into_iter()
             .enumerate()
-            .map(|(i, (key, sel, value_sel))| {
+            .map(|(i, (key, sel, value_sel, chunk_shape))| {
                 let value_sel: Vec<_> = value_sel.into_iter().map(|(a, b)| a..b).collect();
                 // A write's placement is a read's, with the value as the "output".
                 let p = ChunkPlan::from_request(
@@ -383,7 +401,7 @@ impl PipelineArray {
                 .map_err(to_pyerr)?;
                 Ok(ChunkWrite {
                     key: p.key,
-                    chunk_shape: chunk_shape.clone(),
+                    chunk_shape,
                     want: p.placement.want,
                     src_offset: p.placement.out_offset,
                     src_strides: p.placement.out_strides,

@@ -130,7 +130,7 @@ fn shards_are_written_in_the_requested_order() {
     let store = Arc::new(Store::in_memory([]));
     let a = create_array(&store, "s", &spec(&[4, 4], &[2, 2], Some(&[4, 4])), false)
         .unwrap()
-        .with_subchunk_order(vec![3, 1, 2, 0]);
+        .with_subchunk_order(vec![2, 2], vec![3, 1, 2, 0]);
     write(&a, &[], &(0..16).collect::<Vec<u16>>(), false);
     assert_eq!(read_all(&a), (0..16).collect::<Vec<u16>>());
     // The inner chunk written first (C-order index 3: rows 2-3, cols 2-3) starts the shard.

@@ -5,6 +5,7 @@ when Rust can read it itself."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -133,7 +134,7 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     else:
         try:
             return _PipelineArray(
-                _metadata_json(metadata), _subchunk_order(metadata), _engine_store(store)
+                _metadata_json(metadata), _subchunk_orders(metadata), _engine_store(store)
             )
         except UnsupportedError as e:
             reason = str(e)
@@ -197,9 +198,15 @@ def _local_root(store: Any) -> str | None:
     return os.path.abspath(path) if local and isinstance(path, str) else None
 
 
-def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
+# At most this many distinct shard shapes get zarr-python's inner-chunk order (a
+# rectilinear grid's shards differ); others keep C order, which every reader reads.
+_MAX_SHARD_SHAPES = 64
+
+
+def _subchunk_orders(metadata: ArrayMetadata) -> list[tuple[list[int], list[int]]] | None:
     """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
-    by default); the C-order indices of that order, so zarrpipe's shards match."""
+    by default): per shard shape (inner chunks per axis), the C-order indices of that
+    order, so zarrpipe's shards match."""
     codecs = list(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else []
     if len(codecs) != 1 or getattr(codecs[0], "subchunk_write_order", None) in (
         None,
@@ -208,14 +215,30 @@ def _subchunk_order(metadata: ArrayMetadata) -> list[int] | None:
     ):
         return None
     codec = codecs[0]
-    shard = getattr(metadata.chunk_grid, "chunk_shape", None)
-    if shard is None:
-        return None  # not a regular grid: the engine says why it does not read it
-    per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
-    if math.prod(per_shard) <= 1:
-        return None  # one inner chunk (a zero-dimensional array's too): one order
-    coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
-    return [int(i) for i in np.ravel_multi_index(tuple(np.array(coords).T), per_shard)]
+    shapes = _shard_shapes(metadata.chunk_grid)
+    if shapes is None:
+        return None  # a grid the engine does not know: it says why it does not read it
+    orders = []
+    for shard in itertools.islice(shapes, _MAX_SHARD_SHAPES):
+        per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
+        if math.prod(per_shard) <= 1:
+            continue  # one inner chunk (a zero-dimensional array's too): one order
+        coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
+        order = np.ravel_multi_index(tuple(np.array(coords).T), per_shard)
+        orders.append(([int(n) for n in per_shard], [int(i) for i in order]))
+    return orders or None
+
+
+def _shard_shapes(grid: Any) -> Iterable[tuple[int, ...]] | None:
+    """Every distinct stored chunk (shard) shape of a regular or rectilinear grid."""
+    shard = getattr(grid, "chunk_shape", None)
+    if shard is not None:
+        return [tuple(shard)]
+    axes = getattr(grid, "chunk_shapes", None)  # zarr-python's rectilinear metadata
+    if axes is None:
+        return None
+    edges = [sorted({a} if isinstance(a, int) else set(a)) for a in axes]
+    return itertools.product(*edges)
 
 
 def _metadata_json(metadata: ArrayMetadata) -> str:

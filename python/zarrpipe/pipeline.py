@@ -175,7 +175,7 @@ class CodecPipeline(_abc.CodecPipeline):
 
     def _requests(
         self, batch: list[BatchInfo], out_shape: tuple[int, ...]
-    ) -> list[tuple[str, list[Any], list[tuple[int, int]]]] | None:
+    ) -> list[tuple[str, list[Any], list[tuple[int, int]], tuple[int, ...]]] | None:
         """zarr-python's per-chunk selections in element terms, or None when a selection is
         not basic (integer arrays, masks, steps), which zarr-python's pipeline then reads."""
         requests = []
@@ -184,7 +184,7 @@ class CodecPipeline(_abc.CodecPipeline):
             out = _out_selection(out_shape, out_sel)
             if chunk is None or out is None:
                 return None
-            requests.append((str(getattr(getter, "path", "")), chunk, out))
+            requests.append((str(getattr(getter, "path", "")), chunk, out, tuple(spec.shape)))
         return requests
 
     @property
@@ -273,7 +273,8 @@ class CodecPipeline(_abc.CodecPipeline):
         assert self._impl is not None
         encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
         keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
-        chunks = await asyncio.to_thread(self._impl.decode_variable, encoded, keys)
+        shapes = [tuple(spec.shape) for _, spec, *_ in batch]
+        chunks = await asyncio.to_thread(self._impl.decode_variable, encoded, keys, shapes)
         for (_, _, chunk_sel, out_sel, _), chunk in zip(batch, chunks, strict=True):
             piece = chunk[chunk_sel]
             out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
@@ -305,7 +306,10 @@ class CodecPipeline(_abc.CodecPipeline):
         assert self._impl is not None
         if any(len(spec.shape) == 0 for _, spec, *_ in batch):
             return None
-        requests = [(str(getattr(getter, "path", "")), sel) for getter, _, sel, *_ in batch]
+        requests = [
+            (str(getattr(getter, "path", "")), sel, tuple(spec.shape))
+            for getter, spec, sel, *_ in batch
+        ]
         try:
             if self._reads_store(batch):
                 found = await asyncio.to_thread(self._impl.read_picks, requests)
@@ -382,7 +386,7 @@ class CodecPipeline(_abc.CodecPipeline):
                 ]
             pieces.append(np.broadcast_to(piece, positions.shape).ravel())
             fresh = bool(complete) and not self._sharded
-            items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh))
+            items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh, shape))
         values = np.concatenate(pieces) if pieces else value.ravel()[:0]
         if dtype is not None:
             values = _to_dtype(values, dtype)
@@ -411,7 +415,7 @@ class CodecPipeline(_abc.CodecPipeline):
             return
         partial = [
             not f and not _covers_chunk(chunk, tuple(s.shape))
-            for f, (_, chunk, _), (_, s, *_) in zip(fresh, requests, batch, strict=True)
+            for f, (_, chunk, _, _), (_, s, *_) in zip(fresh, requests, batch, strict=True)
         ]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(

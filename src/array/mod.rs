@@ -92,14 +92,34 @@ impl Array {
 
     /// The request for `key` selected as `kind` (blocks: of the stored chunk grid).
     pub(crate) fn kind_request(&self, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Request> {
-        let blocks = self.array.stored_chunk_shape().to_vec();
-        kind_request(&self.array.info.shape, &Kind::named(kind, &blocks)?, key)
+        kind_request(
+            &self.array.info.shape,
+            &Kind::named(kind, self.array.grid())?,
+            key,
+        )
     }
 
     /// The chunk cache the array reads through (its store's), if any.
     pub(crate) fn cache(&self) -> Option<&Arc<ChunkCache>> {
         self.cache.as_ref()
     }
+}
+
+/// NotImplementedError for a one-shape property of a rectilinear grid, as zarr-python's.
+fn not_regular(what: &str, instead: &str) -> PyErr {
+    pyo3::exceptions::PyNotImplementedError::new_err(format!(
+        "The `{what}` attribute is only defined for arrays using regular chunk grids. This \
+         array has a rectilinear chunk grid. Use `{instead}` for general access."
+    ))
+}
+
+/// Per axis, a tuple of sizes.
+fn sizes_tuple<'py>(py: Python<'py>, sizes: &[Vec<u64>]) -> PyResult<Bound<'py, PyTuple>> {
+    let axes = sizes
+        .iter()
+        .map(|s| PyTuple::new(py, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, axes)
 }
 
 /// Whether `key` is only Python `int`s, one per axis: zarr-python reads such a key on its
@@ -153,20 +173,42 @@ impl Array {
     }
 
     /// The read granularity: inner chunks of a sharded array, like zarr-python's `chunks`.
+    /// A rectilinear grid has no one chunk shape: NotImplementedError, as zarr-python.
     #[getter]
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        if self.array.read_grid().regular_shape().is_none() {
+            return Err(not_regular("chunks", "read_chunk_sizes"));
+        }
         PyTuple::new(py, &self.array.info.chunks)
     }
 
-    /// The shard shape of a sharded array, else None.
+    /// The shard shape of a sharded array, else None (NotImplementedError for
+    /// rectilinear shards, as zarr-python).
     #[getter]
     fn shards<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
+            return Err(not_regular("shards", "write_chunk_sizes"));
+        }
         self.array
             .info
             .shards
             .as_ref()
             .map(|s| PyTuple::new(py, s))
             .transpose()
+    }
+
+    /// The data sizes of the `chunks` grid's chunks along each axis, clipped to the
+    /// array's end (zarr-python's `read_chunk_sizes`; dask's `chunks`).
+    #[getter]
+    fn read_chunk_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        sizes_tuple(py, &self.array.read_grid().clipped_sizes())
+    }
+
+    /// The data sizes of the stored chunks (shards) along each axis, clipped to the
+    /// array's end (zarr-python's `write_chunk_sizes`).
+    #[getter]
+    fn write_chunk_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        sizes_tuple(py, &self.array.grid().clipped_sizes())
     }
 
     /// Number of chunks along each axis.
@@ -249,6 +291,13 @@ impl Array {
     /// chunk of a stored shard counts. Lists the array's keys.
     #[getter]
     fn nchunks_initialized(&self, py: Python<'_>) -> PyResult<u64> {
+        if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
+            // Shards of a rectilinear grid hold different numbers of inner chunks.
+            let array = self.array.clone();
+            return Ok(crate::runtime::run(py, move || {
+                array.stored_inner_chunks()
+            })?);
+        }
         let per_shard: u64 = match &self.array.info.shards {
             Some(shards) => shards
                 .iter()
@@ -322,16 +371,21 @@ impl Array {
         let dtype = self
             .dtype(py)
             .map_or_else(|_| i.dtype.to_string(), |d| d.to_string());
+        let chunks = match self.array.read_grid().regular_shape() {
+            Some(c) => format!("{c:?}"),
+            None => "rectilinear".to_owned(),
+        };
         format!(
-            "<zarrpipe.Array {:?} shape={:?} dtype={} chunks={:?}{} zarr_format={}>",
+            "<zarrpipe.Array {:?} shape={:?} dtype={} chunks={}{} zarr_format={}>",
             self.path(),
             i.shape,
             dtype,
-            i.chunks,
-            i.shards
-                .as_ref()
-                .map(|s| format!(" shards={s:?}"))
-                .unwrap_or_default(),
+            chunks,
+            match (&i.shards, self.array.grid().regular_shape()) {
+                (Some(s), Some(_)) => format!(" shards={s:?}"),
+                (Some(_), None) => " shards=rectilinear".to_owned(),
+                (None, _) => String::new(),
+            },
             i.zarr_format
         )
     }

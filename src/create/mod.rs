@@ -35,23 +35,65 @@ fn shape(value: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     }
 }
 
+/// A chunk or shard argument: a shape, or per axis an edge or a list of edges (a
+/// rectilinear grid, `[[3, 3, 4], [2, 5, 6]]` or `[4, [2, 5, 6]]`). `Ok(None)` when no axis
+/// lists edges (then [`shape`] reads it).
+fn grid_axes<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyList>>> {
+    if !value.hasattr("__iter__")? || value.is_instance_of::<pyo3::types::PyString>() {
+        return Ok(None);
+    }
+    let items: Vec<Bound<'py, PyAny>> = value.try_iter()?.collect::<PyResult<_>>()?;
+    let mut explicit = false;
+    let axes = PyList::empty(value.py());
+    for item in items {
+        if item.hasattr("__iter__")? {
+            explicit = true;
+            axes.append(PyList::new(value.py(), shape(&item)?)?)?;
+        } else {
+            axes.append(shape(&item)?[0])?;
+        }
+    }
+    Ok(explicit.then_some(axes))
+}
+
 /// The spec's JSON for `args`.
 pub fn array_spec_json(args: &Args<'_, '_>) -> PyResult<String> {
     let py = args.shape.py();
     let dt = dtype::data_type(args.dtype, args.fill_value, args.zarr_format)?;
     let array_shape = shape(args.shape)?;
-    let shards = args.shards.map(shape).transpose()?;
-    let chunks = match args.chunks {
-        Some(c) if !c.is_none() => shape(c)?,
-        _ => guess_chunks(shards.as_deref().unwrap_or(&array_shape), dt.itemsize),
-    };
     let spec = PyDict::new(py);
+    let shard_edges = args.shards.map(grid_axes).transpose()?.flatten();
+    let shards = match (&shard_edges, args.shards) {
+        (Some(edges), _) => {
+            spec.set_item("shards", edges)?;
+            None
+        }
+        (None, s) => {
+            let s = s.map(shape).transpose()?;
+            spec.set_item("shards", s.clone())?;
+            s
+        }
+    };
+    match args.chunks.filter(|c| !c.is_none()) {
+        Some(c) => match grid_axes(c)? {
+            Some(edges) => spec.set_item("chunks", edges)?,
+            None => spec.set_item("chunks", shape(c)?)?,
+        },
+        None if shard_edges.is_some() => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "rectilinear shards need chunks: the one inner chunk shape every shard edge is \
+                 a multiple of",
+            ))
+        }
+        None => spec.set_item(
+            "chunks",
+            guess_chunks(shards.as_deref().unwrap_or(&array_shape), dt.itemsize),
+        )?,
+    }
     spec.set_item("shape", array_shape)?;
     spec.set_item("dtype", dt.name)?;
     spec.set_item("data_type", dt.data_type)?;
     spec.set_item("big_endian", dt.big_endian)?;
-    spec.set_item("chunks", chunks)?;
-    spec.set_item("shards", shards)?;
     spec.set_item("compressors", codecs::codecs(args.compressors)?)?;
     let auto = args.filters.extract::<&str>().is_ok_and(|s| s == "auto");
     let filters = if auto {

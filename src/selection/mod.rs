@@ -9,6 +9,7 @@ mod orthogonal;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use zarrpipe_codecs::layout::grid::ChunkGrid;
 use zarrpipe_codecs::select::pick::{Factor, Pick};
 use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 
@@ -24,16 +25,16 @@ pub enum Request {
 }
 
 /// How a key selects: as NumPy indexes (`arr[key]`, `vindex`), orthogonally (`oindex`), or
-/// blocks of the stored chunk grid (`blocks`, with the grid's block shape).
+/// blocks of the stored chunk grid (`blocks`, with that grid).
 pub enum Kind<'a> {
     Numpy,
     Orthogonal,
-    Blocks(&'a [u64]),
+    Blocks(&'a ChunkGrid),
 }
 
 impl Kind<'_> {
     /// The kind a private Python call names (`"numpy"`, `"orthogonal"`, `"block"`).
-    pub fn named<'a>(name: &str, blocks: &'a [u64]) -> PyResult<Kind<'a>> {
+    pub fn named<'a>(name: &str, blocks: &'a ChunkGrid) -> PyResult<Kind<'a>> {
         match name {
             "numpy" => Ok(Kind::Numpy),
             "orthogonal" => Ok(Kind::Orthogonal),

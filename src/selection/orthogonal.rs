@@ -4,6 +4,7 @@ use std::ops::Range;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
+use zarrpipe_codecs::layout::grid::ChunkGrid;
 use zarrpipe_codecs::select::pick::Factor;
 
 use super::items::{expand, int_index, slice_steps, wrap, Item};
@@ -87,10 +88,11 @@ fn not_1d(ndim: usize, axis: usize) -> PyErr {
 /// (`blocks`: their shape), as the element ranges they cover (every axis kept).
 pub fn block_ranges(
     shape: &[u64],
-    blocks: &[u64],
+    blocks: &ChunkGrid,
     key: &Bound<'_, PyAny>,
 ) -> PyResult<Vec<Range<u64>>> {
     let mut out = Vec::with_capacity(shape.len());
+    let counts = blocks.shape();
     for (axis, item) in expand(shape.len(), key)?.into_iter().enumerate() {
         if !matches!(item, Item::Int(_) | Item::Slice(_)) {
             let what = if matches!(item, Item::NewAxis) {
@@ -102,12 +104,19 @@ pub fn block_ranges(
                 "block selections take integers, step-1 slices and '...', not {what}"
             )));
         }
-        let (n, c) = (shape[axis], blocks[axis].max(1));
-        let nblocks = n.div_ceil(c);
+        let (n, nblocks) = (shape[axis], counts[axis]);
+        // Where block `b` starts (the array's end for the block past the last).
+        let start_of = |b: u64| {
+            if b >= nblocks {
+                n
+            } else {
+                blocks.start(axis, b).min(n)
+            }
+        };
         match item {
             Item::Int(i) => {
                 let b = int_index(&i, nblocks, axis)?;
-                out.push(b * c..((b + 1) * c).min(n));
+                out.push(start_of(b)..start_of(b + 1));
             }
             Item::Slice(s) => {
                 let (start, step, count) = slice_steps(&s, nblocks)?;
@@ -116,8 +125,7 @@ pub fn block_ranges(
                         "block selections take step-1 slices, got step {step}"
                     )));
                 }
-                let stop = start + count;
-                out.push((start * c).min(n)..(stop * c).min(n));
+                out.push(start_of(start)..start_of(start + count));
             }
             _ => unreachable!("refused above"),
         }

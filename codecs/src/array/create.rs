@@ -15,6 +15,7 @@ use crate::dtype::{ElementKind, ElementType};
 use crate::error::{Error, Result};
 use crate::hierarchy::listing::{node_kind, NodeKind};
 use crate::hierarchy::node::pretty;
+use crate::layout::grid::{AxisSpec, ChunkGrid};
 use crate::store::{key_prefix, node_path, Store};
 
 /// What to create (zarr-python's `create_array` arguments, normalised to JSON).
@@ -29,9 +30,14 @@ pub struct ArraySpec {
     /// The NumPy dtype had `>`: v2 stores it big-endian (`">i4"`); v3 stores little-endian,
     /// as zarr-python does.
     pub big_endian: bool,
-    /// The read chunk shape (inner chunks when sharded).
+    /// The read chunk shape (inner chunks when sharded); for a rectilinear grid without
+    /// shards, its largest edges (`grid` holds them all).
     pub chunks: Vec<u64>,
+    /// The shard shape; for rectilinear shards, their largest edges.
     pub shards: Option<Vec<u64>>,
+    /// The storage grid's axes when it is rectilinear (the chunks', or the shards' when
+    /// sharded): explicit edges on some axis.
+    pub grid: Option<Vec<AxisSpec>>,
     /// `None`: zarr-python's default (zstd level 0). v3 codec dicts
     /// (`{"name": ..., "configuration": ...}`) or v2 numcodecs configs (`{"id": ...}`).
     pub compressors: Option<Vec<Value>>,
@@ -61,6 +67,55 @@ impl ArraySpec {
                     .map(Some)
                     .map_err(|_| bad(format!("{field} must be non-negative integers, got {x}"))),
             }
+        };
+        // A chunk or shard argument: one edge per axis, or on some axis a list of edges.
+        let axes_of = |field: &str| -> Result<Option<Vec<AxisSpec>>> {
+            let Some(Value::Array(items)) = v.get(field).filter(|x| !x.is_null()) else {
+                return shape_of(field)
+                    .map(|s| s.map(|s| s.into_iter().map(AxisSpec::Regular).collect()));
+            };
+            let axis = |x: &Value| -> Option<AxisSpec> {
+                match x {
+                    Value::Array(edges) => edges
+                        .iter()
+                        .map(Value::as_u64)
+                        .collect::<Option<_>>()
+                        .map(AxisSpec::Edges),
+                    other => other.as_u64().map(AxisSpec::Regular),
+                }
+            };
+            items
+                .iter()
+                .map(axis)
+                .collect::<Option<_>>()
+                .map(Some)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{field} must be non-negative integers or lists of them, got {}",
+                        v[field]
+                    ))
+                })
+        };
+        let largest = |axes: &[AxisSpec]| -> Vec<u64> {
+            axes.iter()
+                .map(|a| match a {
+                    AxisSpec::Regular(c) => *c,
+                    AxisSpec::Edges(e) => e.iter().copied().max().unwrap_or(0),
+                })
+                .collect()
+        };
+        let explicit = |axes: &[AxisSpec]| axes.iter().any(|a| matches!(a, AxisSpec::Edges(_)));
+        let chunk_axes = axes_of("chunks")?.ok_or_else(|| bad("chunks is required".into()))?;
+        let shard_axes = axes_of("shards")?;
+        if shard_axes.is_some() && explicit(&chunk_axes) {
+            return Err(bad(
+                "with shards, chunks is the one inner chunk shape: give the edges to shards".into(),
+            ));
+        }
+        let grid = match &shard_axes {
+            Some(s) if explicit(s) => Some(s.clone()),
+            None if explicit(&chunk_axes) => Some(chunk_axes.clone()),
+            _ => None,
         };
         let list_of = |field: &str| -> Result<Option<Vec<Value>>> {
             match v.get(field) {
@@ -117,8 +172,9 @@ impl ArraySpec {
                 .get("big_endian")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            chunks: shape_of("chunks")?.ok_or_else(|| bad("chunks is required".into()))?,
-            shards: shape_of("shards")?,
+            chunks: largest(&chunk_axes),
+            shards: shard_axes.as_deref().map(largest),
+            grid,
             compressors: list_of("compressors")?,
             filters: list_of("filters")?,
             object_codec,
@@ -309,7 +365,25 @@ fn check_shapes(spec: &ArraySpec) -> Result<()> {
             spec.chunks
         ));
     }
-    if let Some(shards) = &spec.shards {
+    if let Some(axes) = &spec.grid {
+        if spec.zarr_format == 2 {
+            return bad("zarr_format 2 cannot store a rectilinear chunk grid".into());
+        }
+        ChunkGrid::from_edges(&spec.shape, axes).map_err(Error::InvalidArgument)?;
+        if spec.shards.is_some() {
+            for (a, (axis, &c)) in axes.iter().zip(&spec.chunks).enumerate() {
+                let edges = match axis {
+                    AxisSpec::Regular(e) => std::slice::from_ref(e),
+                    AxisSpec::Edges(e) => e.as_slice(),
+                };
+                if let Some(e) = edges.iter().find(|&&e| e % c != 0) {
+                    return bad(format!(
+                        "shard edge {e} along axis {a} is not a multiple of the chunk edge {c}"
+                    ));
+                }
+            }
+        }
+    } else if let Some(shards) = &spec.shards {
         if shards.len() != n
             || shards
                 .iter()
@@ -454,7 +528,12 @@ fn v3_document(spec: &ArraySpec) -> Result<Value> {
             Some(_) => json!("string"),
             None => spec.data_type.clone().unwrap_or_else(|| json!(spec.dtype.name())),
         },
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid}},
+        "chunk_grid": match &spec.grid {
+            Some(axes) => ChunkGrid::from_edges(&spec.shape, axes)
+                .map_err(Error::InvalidArgument)?
+                .to_metadata(),
+            None => json!({"name": "regular", "configuration": {"chunk_shape": grid}}),
+        },
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": fill_or_zero(spec),
         "codecs": codecs,
@@ -584,6 +663,7 @@ mod tests {
             big_endian: false,
             chunks: vec![5, 5],
             shards: None,
+            grid: None,
             compressors: None,
             filters: None,
             object_codec: None,

@@ -1,5 +1,5 @@
 //! The engine array: an array's metadata parsed once, and everything a read or a write
-//! needs from it — shape, data type, fill value, the regular chunk grid, the codec chain
+//! needs from it — shape, data type, fill value, the chunk grid, the codec chain
 //! (zarrpipe's own decoder where it knows the codecs, zarrs' for the rest), the order
 //! shards lay out their inner chunks when written, and the reason, if any, this array must
 //! be handed to zarr-python instead. `Store`/`Array`, the zarr-python pipeline and the
@@ -25,6 +25,7 @@ use crate::codec::encode::Encoder;
 use crate::dtype::numpy_type::{stand_in, NumpyType};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
+use crate::layout::grid::ChunkGrid;
 use crate::memory::buffer::checked_nbytes;
 use crate::select::selection::Region;
 use crate::store::{node_path, Store};
@@ -65,16 +66,17 @@ pub struct Array {
     pub(crate) store: Arc<Store>,
     pub(crate) zarrs: ZarrsArray,
     pub info: ArrayInfo,
-    /// The stored chunk (shard) shape: every chunk of the regular grid has it (edge chunks
-    /// are padded).
-    pub(crate) chunk_shape: Vec<u64>,
+    /// The storage grid: where each stored chunk (shard) starts and its shape.
+    pub(crate) grid: ChunkGrid,
+    /// The `chunks` grid reads work in: inner chunks of a sharded array, else `grid`.
+    pub(crate) read_grid: ChunkGrid,
     /// How stored chunks decode and encode, or why this array cannot be read here.
     chain: std::result::Result<Arc<ChunkChain>, String>,
     /// zarrpipe's own encoder for this array's chunks, when it has one (else zarrs').
     pub(crate) encoder: Option<Encoder>,
-    /// The order a written shard lays out its inner chunks (C-order linear indices); empty
-    /// keeps C order.
-    pub(crate) subchunk_order: Vec<u64>,
+    /// The order a written shard lays out its inner chunks (C-order linear indices), by
+    /// the shard's inner grid (shards of a rectilinear grid differ); none keeps C order.
+    pub(crate) subchunk_orders: Vec<(Vec<u64>, Vec<u64>)>,
     /// The metadata document as stored, for a type zarrs holds as a stand-in (datetimes,
     /// fixed-length bytes, records...): zarrs' own metadata names the stand-in.
     stored_document: Option<Value>,
@@ -85,7 +87,7 @@ impl Array {
     pub fn open(store: Arc<Store>, path: &str) -> Result<Self> {
         crate::codec::harden::install();
         let node = node_path(path)?;
-        let zarrs = match ZarrsArray::open(store.zarrs(), &node) {
+        let zarrs = match open_checked(&store, &node)? {
             Ok(array) => array,
             Err(ArrayCreateError::InvalidFillValueMetadata { .. }) => {
                 // zarrs rejects some v2 `fill_value: null` (complex); read it as zarr-python does.
@@ -135,6 +137,12 @@ impl Array {
             }
         }
         let metadata_json = fixed.as_deref().unwrap_or(metadata_json);
+        if let Some(d) = &doc {
+            check_document_grid(d).map_err(|reason| Error::Metadata {
+                path: node.clone(),
+                reason,
+            })?;
+        }
         let (metadata, numpy_type) =
             parse_metadata_typed(metadata_json).map_err(|reason| Error::Metadata {
                 path: node.clone(),
@@ -162,11 +170,21 @@ impl Array {
         Self::with_metadata(Arc::new(Store::in_memory([])), "/", metadata_json)
     }
 
-    /// Writes shards with their inner chunks in `order` (C-order linear indices).
+    /// Writes shards whose inner grid is `per_shard` with their inner chunks in `order`
+    /// (C-order linear indices).
     #[must_use]
-    pub fn with_subchunk_order(mut self, order: Vec<u64>) -> Self {
-        self.subchunk_order = order;
+    pub fn with_subchunk_order(mut self, per_shard: Vec<u64>, order: Vec<u64>) -> Self {
+        self.subchunk_orders.push((per_shard, order));
         self
+    }
+
+    /// The order a shard whose inner grid is `per_shard` lays out its inner chunks (empty:
+    /// C order).
+    pub(crate) fn subchunk_order(&self, per_shard: &[u64]) -> &[u64] {
+        self.subchunk_orders
+            .iter()
+            .find(|(grid, _)| grid == per_shard)
+            .map_or(&[], |(_, order)| order)
     }
 
     fn from_zarrs(
@@ -191,16 +209,20 @@ impl Array {
             Error::Unsupported(format!("cannot convert the v2 metadata of {node}"))
         })?;
         let shape = zarrs.shape().to_vec();
-        let grid_chunk =
-            regular_chunk_shape(&serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null))
-                .filter(|c| c.len() == shape.len());
+        let grid_json = serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null);
+        let grid =
+            ChunkGrid::from_metadata(&grid_json, &shape).map_err(|reason| Error::Metadata {
+                path: node.clone(),
+                reason,
+            })?;
         let types = ZarrsTypes {
             data_type: zarrs.data_type().clone(),
             fill_value: zarrs.fill_value().clone(),
         };
-        let (chunk_shape, chain) = match grid_chunk {
-            Some(chunk) => {
+        let (grid, chain) = match grid {
+            Some(grid) => {
                 // A chunk must at least be addressable; reads of its parts are checked later.
+                let chunk = grid.max_chunk_shape();
                 checked_nbytes(&chunk, dtype.size()).map_err(|_| Error::Metadata {
                     path: node.clone(),
                     reason: format!("chunk shape {chunk:?} is too large to address"),
@@ -221,31 +243,44 @@ impl Array {
                         }
                     }
                 };
-                (chunk, chain)
+                if let Ok(c) = &chain {
+                    check_shard_edges(&grid, c).map_err(|reason| Error::Metadata {
+                        path: node.clone(),
+                        reason,
+                    })?;
+                }
+                (grid, chain)
             }
             None => (
-                shape.clone(),
-                Err("the chunk grid is not regular".to_owned()),
+                ChunkGrid::regular(&shape, &shape),
+                Err(format!("chunk grid {grid_json} is not one zarrpipe knows")),
             ),
         };
         let encoder = match &chain {
             Ok(c) if numpy_type.is_none() => Encoder::parse(&v3.codecs, c),
             _ => None,
         };
+        // A rectilinear grid has no one chunk shape: its largest stands in `info` (the
+        // binding says the grid is rectilinear and gives its sizes instead).
+        let stored_shape = grid.max_chunk_shape();
         let (chunks, shards) = match chain.as_ref().ok().and_then(|c| c.plain_sharding()) {
-            Some(s) => (s.inner_shape.clone(), Some(chunk_shape.clone())),
+            Some(s) => (s.inner_shape.clone(), Some(stored_shape)),
             None => {
                 // Sharding that zarrs decodes (inner codecs ours lacks) still has shards;
                 // with other codecs around it there are none, as zarr-python says.
                 use zarrs::array::ArrayShardedExt;
                 match zarrs.subchunk_shape() {
-                    Some(inner) if zarrs.is_exclusively_sharded() => (
-                        inner.iter().map(|d| d.get()).collect(),
-                        Some(chunk_shape.clone()),
-                    ),
-                    _ => (chunk_shape.clone(), None),
+                    Some(inner) if zarrs.is_exclusively_sharded() => {
+                        (inner.iter().map(|d| d.get()).collect(), Some(stored_shape))
+                    }
+                    _ => (stored_shape, None),
                 }
             }
+        };
+        let read_grid = match &shards {
+            // Every shard edge is a multiple of the inner edge: inner chunks tile the array.
+            Some(_) => ChunkGrid::regular(&shape, &chunks),
+            None => grid.clone(),
         };
         let (zarr_format, dimension_names) = match zarrs.metadata() {
             ArrayMetadata::V2(_) => (2, None),
@@ -274,10 +309,11 @@ impl Array {
             store,
             zarrs,
             info,
-            chunk_shape,
+            grid,
+            read_grid,
             chain,
             encoder,
-            subchunk_order: Vec::new(),
+            subchunk_orders: Vec::new(),
             stored_document: None,
         })
     }
@@ -306,10 +342,33 @@ impl Array {
         }
     }
 
-    /// The shape of every stored chunk (shard) of the regular grid (edge chunks padded).
+    /// The storage grid (of shards, for a sharded array).
     #[must_use]
-    pub fn stored_chunk_shape(&self) -> &[u64] {
-        &self.chunk_shape
+    pub fn grid(&self) -> &ChunkGrid {
+        &self.grid
+    }
+
+    /// Refuses a stored chunk shape no chunk of the storage grid has (a caller's request
+    /// for a chunk at `key`).
+    pub fn check_chunk_shape(&self, shape: &[u64], key: &str) -> Result<()> {
+        let fits = shape.len() == self.info.shape.len()
+            && shape
+                .iter()
+                .enumerate()
+                .all(|(a, &e)| self.grid.has_edge(a, e));
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::InvalidSelection(format!(
+                "chunk {key:?}: no chunk of this array's grid has shape {shape:?}"
+            )))
+        }
+    }
+
+    /// The `chunks` grid: inner chunks of a sharded array, else the storage grid.
+    #[must_use]
+    pub fn read_grid(&self) -> &ChunkGrid {
+        &self.read_grid
     }
 
     /// The array's metadata document as zarrs holds it (v3 `zarr.json`, or v2 `.zarray`).
@@ -324,12 +383,7 @@ impl Array {
     /// The number of stored chunks (shards) in the storage grid.
     #[must_use]
     pub fn stored_chunk_count(&self) -> u64 {
-        self.info
-            .shape
-            .iter()
-            .zip(&self.chunk_shape)
-            .map(|(&n, &c)| if c == 0 { 0 } else { n.div_ceil(c) })
-            .product()
+        self.grid.shape().iter().product()
     }
 
     /// What the array stores: (how many chunk or shard values, their bytes, and every
@@ -353,6 +407,30 @@ impl Array {
         ))
     }
 
+    /// How many inner chunks the stored shards hold, as zarr-python's
+    /// `nchunks_initialized` counts them (shards of a rectilinear grid hold different
+    /// numbers). Lists the array's keys.
+    pub fn stored_inner_chunks(&self) -> Result<u64> {
+        let values = self
+            .store
+            .stored_values(&crate::store::key_prefix(&self.info.path))?;
+        let keys: std::collections::HashSet<&str> = values
+            .iter()
+            .map(|(k, _)| k.trim_start_matches('/'))
+            .collect();
+        let counts: Vec<std::ops::Range<u64>> = self.grid.shape().iter().map(|&n| 0..n).collect();
+        let mut total = 0u64;
+        crate::layout::index::for_each_index(&counts, |index| {
+            if keys.contains(self.chunk_key(index).trim_start_matches('/')) {
+                let shard = self.grid.chunk_shape(index);
+                total += (shard.iter().zip(&self.info.chunks))
+                    .map(|(s, c)| s / c.max(&1))
+                    .product::<u64>();
+            }
+        });
+        Ok(total)
+    }
+
     /// The store the array lives in.
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {
@@ -368,12 +446,7 @@ impl Array {
     /// The number of chunks along each axis of the `chunks` grid (inner chunks of shards).
     #[must_use]
     pub fn chunk_grid_shape(&self) -> Vec<u64> {
-        self.info
-            .shape
-            .iter()
-            .zip(&self.info.chunks)
-            .map(|(s, c)| s.div_ceil(*c))
-            .collect()
+        self.read_grid.shape()
     }
 
     /// The in-bounds region of chunk `index` of the `chunks` grid.
@@ -384,11 +457,12 @@ impl Array {
                 "chunk index {index:?} is out of bounds for a chunk grid of shape {grid:?}"
             )));
         }
+        let g = &self.read_grid;
         let ranges: Vec<std::ops::Range<u64>> = index
             .iter()
-            .zip(&self.info.chunks)
             .zip(&self.info.shape)
-            .map(|((&i, &c), &s)| i * c..((i + 1) * c).min(s))
+            .enumerate()
+            .map(|(a, (&i, &s))| g.start(a, i)..(g.start(a, i) + g.edge(a, i)).min(s))
             .collect();
         let out_shape = ranges.iter().map(|r| r.end - r.start).collect();
         Ok(Region {
@@ -405,8 +479,8 @@ impl Array {
         let stored: Vec<u64> = region
             .ranges
             .iter()
-            .zip(&self.chunk_shape)
-            .map(|(r, c)| r.start / c)
+            .enumerate()
+            .map(|(a, r)| self.grid.chunk_at(a, r.start))
             .collect();
         Ok(self.chunk_key(&stored))
     }
@@ -500,16 +574,87 @@ fn v2_string_fill(json: &mut Value) -> bool {
     }
 }
 
-fn regular_chunk_shape(grid: &Value) -> Option<Vec<u64>> {
-    if grid.get("name")?.as_str()? != "regular" {
-        return None;
+/// zarrs' `Array::open`, with a v3 document's chunk grid checked before zarrs expands it
+/// (one read of `zarr.json`, as zarrs' own open makes). `Err` is a grid that breaks its
+/// spec; zarrs' own failures are the inner result.
+fn open_checked(
+    store: &Store,
+    node: &str,
+) -> Result<std::result::Result<ZarrsArray, ArrayCreateError>> {
+    use zarrs::array::AdditionalFieldUnsupportedError;
+    use zarrs::config::MetadataRetrieveVersion;
+    use zarrs::node::{meta_key_v3, NodePath};
+    let storage = store.zarrs();
+    let key = match NodePath::new(node) {
+        Ok(path) => meta_key_v3(&path),
+        Err(_) => return Ok(ZarrsArray::open(storage, node)),
+    };
+    let bytes = match storage.get(&key) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Ok(ZarrsArray::open_opt(
+                storage,
+                node,
+                &MetadataRetrieveVersion::V2,
+            ))
+        }
+        Err(e) => return Ok(Err(e.into())),
+    };
+    if let Ok(doc) = serde_json::from_slice::<Value>(&bytes) {
+        check_document_grid(&doc).map_err(|reason| Error::Metadata {
+            path: node.to_owned(),
+            reason,
+        })?;
     }
-    grid.get("configuration")?
-        .get("chunk_shape")?
-        .as_array()?
+    let metadata: ArrayMetadataV3 = match serde_json::from_slice(&bytes) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(StorageError::InvalidMetadata(key, e.to_string()).into())),
+    };
+    // What zarrs' open refuses besides: a field the reader must understand.
+    if let Some((name, field)) = metadata
+        .additional_fields
         .iter()
-        .map(|v| v.as_u64().filter(|&d| d > 0))
-        .collect()
+        .find(|(_, f)| f.must_understand())
+    {
+        return Ok(Err(ArrayCreateError::AdditionalFieldUnsupportedError(
+            AdditionalFieldUnsupportedError::new(name.clone(), field.as_value().clone()),
+        )));
+    }
+    Ok(ZarrsArray::new_with_metadata(
+        storage,
+        node,
+        ArrayMetadata::V3(metadata),
+    ))
+}
+
+/// A sharded array's shards must each hold whole inner chunks: on a rectilinear grid every
+/// edge is checked (a regular grid's one shape was checked with the chain).
+fn check_shard_edges(grid: &ChunkGrid, chain: &ChunkChain) -> std::result::Result<(), String> {
+    let Some(spec) = chain.plain_sharding() else {
+        return Ok(());
+    };
+    for (a, &inner) in spec.inner_shape.iter().enumerate() {
+        if let Some(e) = grid.distinct_edges(a).into_iter().find(|e| e % inner != 0) {
+            return Err(format!(
+                "shard edge {e} along axis {a} is not a multiple of the inner chunk edge {inner}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a document's rectilinear chunk grid before zarrs expands its edge lists (a
+/// run-length pair may stand for more edges than memory holds).
+fn check_document_grid(doc: &Value) -> std::result::Result<(), String> {
+    let Some(grid) = doc.get("chunk_grid") else {
+        return Ok(());
+    };
+    let shape: Vec<u64> = doc
+        .get("shape")
+        .and_then(Value::as_array)
+        .map(|s| s.iter().map(|v| v.as_u64().unwrap_or(0)).collect())
+        .unwrap_or_default();
+    ChunkGrid::from_metadata(grid, &shape).map(|_| ())
 }
 
 /// Maps an open failure to "not found", "bad metadata" or "unsupported".

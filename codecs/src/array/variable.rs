@@ -141,17 +141,14 @@ impl Array {
             .par_iter()
             .map(|index| {
                 let key = self.chunk_key(index);
-                let origin: Vec<u64> = index
-                    .iter()
-                    .zip(&self.chunk_shape)
-                    .map(|(i, c)| i * c)
-                    .collect();
+                let origin = self.grid.origin(index);
+                let chunk = self.grid.chunk_shape(index);
                 // This chunk's part of the region, in array and in chunk coordinates.
                 let part: Vec<Range<u64>> = region
                     .ranges
                     .iter()
                     .zip(&origin)
-                    .zip(&self.chunk_shape)
+                    .zip(&chunk)
                     .map(|((r, &o), &c)| r.start.max(o)..r.end.min(o + c))
                     .collect();
                 let local: Vec<Range<u64>> = part
@@ -204,8 +201,8 @@ impl Array {
         let boxes: Vec<Range<u64>> = region
             .ranges
             .iter()
-            .zip(&self.chunk_shape)
-            .map(|(r, c)| r.start / c..r.end.div_ceil(*c))
+            .enumerate()
+            .map(|(a, r)| self.grid.covering(a, r))
             .collect();
         let mut out = Vec::new();
         for_each_index(&boxes, |i| out.push(i.to_vec()));
@@ -247,7 +244,10 @@ impl Array {
             .iter()
             .map(|i| !self.covered_part(i, region).1)
             .collect();
-        let sizes = vec![self.chunk_shape.iter().product::<u64>(); keys.len()];
+        let sizes: Vec<u64> = indices
+            .iter()
+            .map(|i| self.grid.chunk_shape(i).iter().product())
+            .collect();
         self.rebuild(
             &key_refs,
             &reads_old,
@@ -279,8 +279,8 @@ impl Array {
     /// The cells of chunk `index` that `region` covers, per axis in chunk coordinates, and
     /// whether they are all of its cells inside the array.
     fn covered_part(&self, index: &[u64], region: &Region) -> (Vec<Range<u64>>, bool) {
-        let shape = &self.chunk_shape;
-        let origin: Vec<u64> = index.iter().zip(shape).map(|(i, c)| i * c).collect();
+        let shape = &self.grid.chunk_shape(index);
+        let origin = self.grid.origin(index);
         let covered: Vec<Range<u64>> = region
             .ranges
             .iter()
@@ -308,13 +308,13 @@ impl Array {
         old: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>> {
         let key = self.chunk_key(index);
-        let shape = &self.chunk_shape;
-        let origin: Vec<u64> = index.iter().zip(shape).map(|(i, c)| i * c).collect();
+        let shape = &self.grid.chunk_shape(index);
+        let origin = self.grid.origin(index);
         let (covered, whole) = self.covered_part(index, region);
         let old = if whole {
             None
         } else {
-            Some(self.decode_variable(old, &key)?)
+            Some(self.decode_variable(old, &key, shape)?)
         };
         let total: u64 = shape.iter().product();
         let mut out = VarData {
@@ -362,11 +362,16 @@ impl Array {
         self.encode_variable(out, &key).map(Some)
     }
 
-    /// Decodes one stored chunk (shard) of a variable-length array, whole; `None` (a
-    /// missing chunk) is all fill value.
-    pub fn decode_variable(&self, encoded: Option<&[u8]>, key: &str) -> Result<VarData> {
+    /// Decodes one stored chunk (shard) of `shape` of a variable-length array, whole;
+    /// `None` (a missing chunk) is all fill value.
+    pub fn decode_variable(
+        &self,
+        encoded: Option<&[u8]>,
+        key: &str,
+        shape: &[u64],
+    ) -> Result<VarData> {
         self.variable()?;
-        let shape = self.chunk_shape.clone();
+        let shape = shape.to_vec();
         let Some(encoded) = encoded else {
             let fill = self.zarrs.fill_value().as_ne_bytes();
             let n = usize::try_from(shape.iter().product::<u64>())
@@ -379,7 +384,7 @@ impl Array {
             out.bytes = fill.repeat(n);
             return Ok(out);
         };
-        let dims = self.nonzero_chunk_shape(key)?;
+        let dims = nonzero(&shape, key)?;
         let bytes = self
             .zarrs
             .codecs()
@@ -394,15 +399,16 @@ impl Array {
         VarData::from_array_bytes(bytes, shape, key)
     }
 
-    /// Encodes one whole stored chunk (shard) of a variable-length array.
+    /// Encodes one whole stored chunk (shard) of a variable-length array (of the shape
+    /// `chunk` says).
     pub fn encode_variable(&self, chunk: VarData, key: &str) -> Result<Vec<u8>> {
         self.variable()?;
-        let dims = self.nonzero_chunk_shape(key)?;
-        if chunk.len() as u64 != self.chunk_shape.iter().product::<u64>() {
+        let dims = nonzero(&chunk.shape, key)?;
+        if chunk.len() as u64 != chunk.shape.iter().product::<u64>() {
             return Err(Error::InvalidArgument(format!(
                 "{key}: {} values for a chunk of shape {:?}",
                 chunk.len(),
-                self.chunk_shape
+                chunk.shape
             )));
         }
         let offsets = ArrayBytesOffsets::new(chunk.offsets)
@@ -429,13 +435,13 @@ impl Array {
         let fill = self.zarrs.fill_value().as_ne_bytes();
         (0..chunk.len()).all(|i| chunk.get(i) == fill)
     }
+}
 
-    fn nonzero_chunk_shape(&self, key: &str) -> Result<Vec<NonZeroU64>> {
-        self.chunk_shape
-            .iter()
-            .map(|&d| {
-                NonZeroU64::new(d).ok_or_else(|| Error::Internal(format!("zero-sized chunk {key}")))
-            })
-            .collect()
-    }
+fn nonzero(shape: &[u64], key: &str) -> Result<Vec<NonZeroU64>> {
+    shape
+        .iter()
+        .map(|&d| {
+            NonZeroU64::new(d).ok_or_else(|| Error::Internal(format!("zero-sized chunk {key}")))
+        })
+        .collect()
 }

@@ -2,6 +2,7 @@
 //! strides, the one C-order index loop), plans of many chunks, and the check that proves
 //! their unsynchronised parallel writes disjoint and in bounds (`plan::check`).
 
+pub mod grid;
 pub mod index;
 pub mod placement;
 pub mod plan;

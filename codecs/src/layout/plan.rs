@@ -8,6 +8,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Result};
+use crate::layout::grid::ChunkGrid;
 use crate::layout::index::for_each_index;
 use crate::layout::placement::{c_strides, Placement};
 
@@ -212,12 +213,12 @@ impl ChunkPlan {
     }
 }
 
-/// Plans a read of `region` (array coordinates, one range per axis) from a regular grid of
-/// `chunk_shape` chunks into `out`, whose axes are the region's axes (length-1 axes for
-/// integer selections included). `key` names the chunk at a grid index.
+/// Plans a read of `region` (array coordinates, one range per axis) from the chunks of
+/// `grid` into `out`, whose axes are the region's axes (length-1 axes for integer
+/// selections included). `key` names the chunk at a grid index.
 pub fn plan_region(
     region: &[Range<u64>],
-    chunk_shape: &[u64],
+    grid: &ChunkGrid,
     out: &OutLayout,
     key: impl Fn(&[u64]) -> String,
 ) -> Result<Vec<ChunkPlan>> {
@@ -231,14 +232,14 @@ pub fn plan_region(
     if extent.contains(&0) {
         return Ok(Vec::new());
     }
-    let grid: Vec<Range<u64>> = region
+    let chunks: Vec<Range<u64>> = region
         .iter()
-        .zip(chunk_shape)
-        .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
+        .enumerate()
+        .map(|(a, r)| grid.covering(a, r))
         .collect();
     // A plan per chunk: refuse (MemoryError) a selection over more chunks than memory holds
     // plans for, rather than growing until the OOM killer ends the process.
-    let count = grid
+    let count = chunks
         .iter()
         .try_fold(1u128, |acc, g| acc.checked_mul(u128::from(g.end - g.start)));
     let what = || format!("planning a read over {count:?} chunks");
@@ -255,10 +256,11 @@ pub fn plan_region(
             bytes: (count as u128) * std::mem::size_of::<ChunkPlan>() as u128,
             what: what(),
         })?;
-    for_each_index(&grid, |index| {
-        let origin: Vec<u64> = index.iter().zip(chunk_shape).map(|(i, c)| i * c).collect();
+    for_each_index(&chunks, |index| {
+        let origin = grid.origin(index);
+        let chunk_shape = grid.chunk_shape(index);
         if let Some(placement) =
-            Placement::new(&origin, chunk_shape, region, &out.strides, out.base)
+            Placement::new(&origin, &chunk_shape, region, &out.strides, out.base)
         {
             let out_box = placement
                 .want
@@ -380,11 +382,28 @@ mod tests {
     #[test]
     fn a_grid_plan_covers_the_region_once() {
         let out = OutLayout::c_order(&[5, 7], 2);
-        let plans = plan_region(&[3..8, 1..8], &[4, 3], &out, key).unwrap();
+        let grid = ChunkGrid::regular(&[8, 9], &[4, 3]);
+        let plans = plan_region(&[3..8, 1..8], &grid, &out, key).unwrap();
         assert_eq!(plans.len(), 2 * 3);
         check(&plans, &out, true).unwrap();
         assert_eq!(plans[0].out_box, vec![0..1, 0..2]);
         assert_eq!(plans[0].index.as_deref(), Some(&[0u64, 0][..]));
+    }
+
+    #[test]
+    fn a_rectilinear_plan_places_chunks_of_every_size() {
+        let grid = ChunkGrid::from_edges(
+            &[10],
+            &[crate::layout::grid::AxisSpec::Edges(vec![2, 5, 3])],
+        )
+        .unwrap();
+        let out = OutLayout::c_order(&[8], 1);
+        let plans = plan_region(&[1..9], &grid, &out, key).unwrap();
+        check(&plans, &out, true).unwrap();
+        let boxes: Vec<_> = plans.iter().map(|p| p.out_box[0].clone()).collect();
+        assert_eq!(boxes, [0..1, 1..6, 6..8]);
+        assert_eq!(plans[1].placement.chunk_shape, [5]);
+        assert_eq!(plans[2].placement.want, [0..2]);
     }
 
     #[test]

@@ -102,15 +102,10 @@ impl Array {
     pub(crate) fn slot(&self, plan: &ChunkPlan, cache: Option<&ChunkCache>) -> Option<CacheSlot> {
         cache?;
         let index = plan.index.as_ref()?;
-        let origin: Vec<u64> = index
-            .iter()
-            .zip(&self.chunk_shape)
-            .map(|(i, c)| i * c)
-            .collect();
         Some(CacheSlot::new(
             plan.key.clone(),
-            &origin,
-            &self.chunk_shape,
+            &self.grid.origin(index),
+            &plan.placement.chunk_shape,
             &self.info.shape,
         ))
     }
@@ -123,11 +118,9 @@ impl Array {
         inner_shape: &[u64],
     ) -> Option<CacheSlot> {
         let index = plan.index.as_ref()?;
-        let origin: Vec<u64> = index
-            .iter()
-            .zip(&self.chunk_shape)
+        let origin: Vec<u64> = (self.grid.origin(index).iter())
             .zip(part.coord.iter().zip(inner_shape))
-            .map(|((i, c), (p, s))| i * c + p * s)
+            .map(|(o, (p, s))| o + p * s)
             .collect();
         Some(CacheSlot::new(
             inner_key(&plan.key, &part.coord),

@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::layout::grid::ChunkGrid;
 use crate::layout::placement::{c_strides, Placement};
 use crate::layout::plan::{check, ChunkPlan, OutLayout};
 use crate::memory::buffer::{checked_nbytes, try_output_buffer, try_with_capacity};
@@ -25,6 +26,8 @@ const SCRATCH_BYTES: usize = 64 << 20;
 /// the box they span.
 struct Planned<'a> {
     key: &'a str,
+    /// The stored chunk's shape.
+    shape: &'a [u64],
     pick: &'a Pick,
     groups: Vec<Vec<Group>>,
     /// `None`: the pick selects nothing, so nothing is read.
@@ -32,17 +35,17 @@ struct Planned<'a> {
 }
 
 impl Array {
-    /// Reads `picks[i].1` (chunk coordinates) from the stored chunk (shard) `picks[i].0` into
+    /// Reads `picks[i].2` (chunk coordinates) from the stored chunk (shard) `picks[i].0`, of
+    /// shape `picks[i].1`, into
     /// a fresh C-order buffer of the pick's shape; and whether each chunk is stored (a
     /// missing one reads as the fill value; a pick that selects nothing counts as stored).
     /// `source`: the store, or the caller's bytes, one per pick. Runs on the current pool.
     pub fn read_chunk_picks(
         &self,
-        picks: &[(String, Pick)],
+        picks: &[(String, Vec<u64>, Pick)],
         source: Source<'_>,
     ) -> Result<(Vec<Vec<u8>>, Vec<bool>)> {
         let elem = self.info.dtype.size();
-        let chunk_shape = self.stored_chunk_shape().to_vec();
         if let Source::Supplied(list) = source {
             if list.len() != picks.len() {
                 return Err(Error::InvalidArgument(format!(
@@ -54,7 +57,7 @@ impl Array {
         }
         let planned = picks
             .iter()
-            .map(|(key, pick)| self.plan_chunk_pick(key, pick, &chunk_shape, elem))
+            .map(|(key, shape, pick)| self.plan_chunk_pick(key, shape, pick, elem))
             .collect::<Result<Vec<_>>>()?;
         let mut outs = Vec::with_capacity(picks.len());
         for p in &planned {
@@ -89,8 +92,7 @@ impl Array {
         let mut scratch = try_output_buffer(largest, "a selection's scratch buffer")?;
         for range in batches {
             let batch = &wanted[range];
-            let found =
-                self.read_chunk_boxes(&planned, batch, &chunk_shape, source, &mut scratch)?;
+            let found = self.read_chunk_boxes(&planned, batch, source, &mut scratch)?;
             let mut at = 0;
             for (&i, stored) in batch.iter().zip(found) {
                 present[i] = stored;
@@ -121,10 +123,11 @@ impl Array {
     fn plan_chunk_pick<'a>(
         &self,
         key: &'a str,
+        chunk_shape: &'a [u64],
         pick: &'a Pick,
-        chunk_shape: &[u64],
         elem: usize,
     ) -> Result<Planned<'a>> {
+        self.check_chunk_shape(chunk_shape, key)?;
         if pick
             .factors()
             .iter()
@@ -136,9 +139,10 @@ impl Array {
             )));
         }
         let factors = pick.factors();
+        let one_chunk = ChunkGrid::regular(chunk_shape, chunk_shape);
         let groups: Vec<Vec<Group>> = factors
             .iter()
-            .map(|f| group_factor(f, chunk_shape))
+            .map(|f| group_factor(f, &one_chunk))
             .collect();
         check_partition(factors, &groups)?;
         if groups.iter().any(|g| g.len() != 1) {
@@ -151,6 +155,7 @@ impl Array {
             }
             return Ok(Planned {
                 key,
+                shape: chunk_shape,
                 pick,
                 groups,
                 item: None,
@@ -170,6 +175,7 @@ impl Array {
         };
         Ok(Planned {
             key,
+            shape: chunk_shape,
             pick,
             groups,
             item: Some(item),
@@ -182,7 +188,6 @@ impl Array {
         &self,
         planned: &[Planned<'_>],
         batch: &[usize],
-        chunk_shape: &[u64],
         source: Source<'_>,
         scratch: &mut Vec<u8>,
     ) -> Result<Vec<bool>> {
@@ -212,7 +217,7 @@ impl Array {
                 key: p.key.to_string(),
                 index: None,
                 placement: Placement {
-                    chunk_shape: chunk_shape.to_vec(),
+                    chunk_shape: p.shape.to_vec(),
                     want: item.bbox.clone(),
                     out_offset: at as usize * elem,
                     out_strides: c_strides(&extent, elem),

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::layout::grid::ChunkGrid;
 use crate::layout::index::for_each_index;
 use crate::layout::placement::{c_strides, Placement};
 use crate::layout::plan::{check, ChunkPlan, OutLayout};
@@ -62,8 +63,8 @@ impl Group {
     }
 }
 
-/// Splits factor `f` by the chunks of `grid` (the read chunk shape per array axis).
-pub(crate) fn group_factor(f: &Factor, grid: &[u64]) -> Vec<Group> {
+/// Splits factor `f` by the chunks of `grid`.
+pub(crate) fn group_factor(f: &Factor, grid: &ChunkGrid) -> Vec<Group> {
     match f {
         Factor::Step {
             axis,
@@ -71,18 +72,20 @@ pub(crate) fn group_factor(f: &Factor, grid: &[u64]) -> Vec<Group> {
             step,
             count,
         } => {
-            let c = grid[*axis];
             let mut groups: Vec<Group> = Vec::new();
+            let mut span = 0..0; // the current chunk's elements
             for i in 0..*count {
                 // In bounds: `Pick::new` checked the first and last element.
                 let idx = (i128::from(*start) + i128::from(i) * i128::from(*step)) as u64;
-                let chunk = idx / c;
                 // A progression visits each chunk in one run.
-                if groups.last().is_none_or(|g| g.chunk[0] != chunk) {
+                if groups.is_empty() || !span.contains(&idx) {
+                    let chunk = grid.chunk_at(*axis, idx);
+                    let lo = grid.start(*axis, chunk);
+                    span = lo..lo + grid.edge(*axis, chunk);
                     groups.push(Group::new(vec![chunk]));
                 }
                 if let Some(g) = groups.last_mut() {
-                    g.push(i, &[idx % c]);
+                    g.push(i, &[idx - span.start]);
                 }
             }
             groups
@@ -93,9 +96,13 @@ pub(crate) fn group_factor(f: &Factor, grid: &[u64]) -> Vec<Group> {
             let mut groups: Vec<Group> = Vec::new();
             let mut local = vec![0; k];
             for (p, point) in coords.chunks_exact(k).enumerate() {
-                let chunk: Vec<u64> = point.iter().zip(axes).map(|(&x, &a)| x / grid[a]).collect();
+                let chunk: Vec<u64> = point
+                    .iter()
+                    .zip(axes)
+                    .map(|(&x, &a)| grid.chunk_at(a, x))
+                    .collect();
                 for (t, (&x, &a)) in point.iter().zip(axes).enumerate() {
-                    local[t] = x % grid[a];
+                    local[t] = x - grid.start(a, chunk[t]);
                 }
                 let g = *at.entry(chunk.clone()).or_insert_with(|| {
                     groups.push(Group::new(chunk));
@@ -147,12 +154,12 @@ pub(crate) struct Item {
 }
 
 impl Array {
-    /// The chunk shape a selection is grouped by: inner chunks of a shard zarrpipe decodes
+    /// The grid a selection is grouped by: inner chunks of a shard zarrpipe decodes
     /// itself (each read on its own), else the stored chunks.
-    fn read_grid(&self) -> Result<Vec<u64>> {
+    fn pick_grid(&self) -> Result<&ChunkGrid> {
         Ok(match self.chain()?.plain_sharding() {
-            Some(spec) => spec.inner_shape.clone(),
-            None => self.chunk_shape.clone(),
+            Some(_) => &self.read_grid,
+            None => &self.grid,
         })
     }
 
@@ -211,11 +218,11 @@ impl Array {
     /// Plans, reads and gathers `pick` into `out` (C order, exactly its size).
     fn gather(&self, pick: &Pick, out: &OutPtr, cache: Option<&ChunkCache>) -> Result<()> {
         let elem = self.info.dtype.size();
-        let grid = self.read_grid()?;
+        let grid = self.pick_grid()?;
         let factors = pick.factors();
-        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, &grid)).collect();
+        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, grid)).collect();
         check_partition(factors, &groups)?;
-        let items = self.items(factors, &groups, &grid, elem)?;
+        let items = self.items(factors, &groups, grid, elem)?;
         let out_strides = c_strides(&pick.out_shape(), elem);
         // Batches of consecutive items within SCRATCH_BYTES (at least one item each).
         let mut batches: Vec<(Range<usize>, usize)> = Vec::new();
@@ -268,7 +275,7 @@ impl Array {
         &self,
         factors: &[Factor],
         groups: &[Vec<Group>],
-        grid: &[u64],
+        grid: &ChunkGrid,
         elem: usize,
     ) -> Result<Vec<Item>> {
         let ndim = self.info.shape.len();
@@ -294,7 +301,7 @@ impl Array {
             for ((f, gs), &g) in factors.iter().zip(groups).zip(combo) {
                 let group = &gs[g as usize];
                 for (t, &a) in f.axes().iter().enumerate() {
-                    let origin = group.chunk[t] * grid[a];
+                    let origin = grid.start(a, group.chunk[t]);
                     bbox[a] = origin + group.lo[t]..origin + group.hi[t];
                 }
             }
@@ -335,18 +342,11 @@ impl Array {
         let mut plans = Vec::with_capacity(batch.len());
         let mut at = 0u64;
         for item in batch {
-            let index: Vec<u64> = item
-                .bbox
-                .iter()
-                .zip(&self.chunk_shape)
-                .map(|(r, &s)| r.start / s)
-                .collect();
-            let want: Vec<Range<u64>> = item
-                .bbox
-                .iter()
-                .zip(&index)
-                .zip(&self.chunk_shape)
-                .map(|((r, &i), &s)| r.start - i * s..r.end - i * s)
+            let index = origin_index(&self.grid, &item.bbox);
+            let chunk_shape = self.grid.chunk_shape(&index);
+            let origin = self.grid.origin(&index);
+            let want: Vec<Range<u64>> = (item.bbox.iter().zip(&origin))
+                .map(|(r, &o)| r.start - o..r.end - o)
                 .collect();
             let extent: Vec<u64> = item.bbox.iter().map(|r| r.end - r.start).collect();
             let n = (item.bytes / elem) as u64;
@@ -354,7 +354,7 @@ impl Array {
                 key: self.chunk_key(&index),
                 index: Some(index),
                 placement: Placement {
-                    chunk_shape: self.chunk_shape.clone(),
+                    chunk_shape,
                     want,
                     out_offset: at as usize * elem,
                     out_strides: c_strides(&extent, elem),
@@ -373,6 +373,13 @@ impl Array {
         unsafe { scratch.set_len(bytes) };
         Ok(())
     }
+}
+
+/// The stored chunk holding the first element of `bbox`.
+fn origin_index(grid: &ChunkGrid, bbox: &[Range<u64>]) -> Vec<u64> {
+    (bbox.iter().enumerate())
+        .map(|(a, r)| grid.chunk_at(a, r.start))
+        .collect()
 }
 
 /// Copies one chunk's wanted elements from its box `src` (C order over `item.bbox`) to their
@@ -499,7 +506,7 @@ mod tests {
             step: -2,
             count: 5,
         };
-        let gs = group_factor(&f, &[4]);
+        let gs = group_factor(&f, &ChunkGrid::regular(&[10], &[4]));
         let chunks: Vec<u64> = gs.iter().map(|g| g.chunk[0]).collect();
         assert_eq!(chunks, vec![2, 1, 0]);
         assert_eq!(gs[1].pos, vec![1, 2]);
@@ -513,7 +520,7 @@ mod tests {
             axes: vec![0, 1],
             coords: vec![0, 0, 5, 5, 0, 1, 5, 5, 1, 0],
         };
-        let gs = group_factor(&f, &[2, 2]);
+        let gs = group_factor(&f, &ChunkGrid::regular(&[6, 6], &[2, 2]));
         assert_eq!(gs.len(), 2);
         assert_eq!(gs[0].pos, vec![0, 2, 4]);
         assert_eq!(gs[1].pos, vec![1, 3]);

@@ -142,9 +142,7 @@ impl Array {
     /// The plan of a read of `region` into `out` (one axis per array axis).
     fn plan(&self, region: &Region, out: &OutLayout) -> Result<Vec<ChunkPlan>> {
         self.chain()?;
-        plan_region(&region.ranges, &self.chunk_shape, out, |i| {
-            self.chunk_key(i)
-        })
+        plan_region(&region.ranges, &self.grid, out, |i| self.chunk_key(i))
     }
 
     /// Decodes every chunk of a checked plan into `out`; returns per item whether its chunk
@@ -227,7 +225,7 @@ impl Array {
                 Ok(())
             },
             &slot,
-            &self.chunk_shape,
+            &plan.placement.chunk_shape,
             target,
         )?;
         scatter_entry(&entry, &slot, &plan.placement, target)?;
@@ -312,11 +310,11 @@ impl Array {
     /// chunk of the `chunks` grid (for a sharded array, one inner chunk of one shard).
     #[must_use]
     pub fn reads_region_sequentially(&self, region: &Region) -> bool {
-        let one_chunk = region
-            .ranges
-            .iter()
-            .zip(&self.info.chunks)
-            .all(|(r, &c)| c > 0 && r.start < r.end && r.start / c == (r.end - 1) / c);
+        let g = &self.read_grid;
+        let one_chunk =
+            region.ranges.iter().enumerate().all(|(a, r)| {
+                r.start < r.end && g.chunk_at(a, r.start) == g.chunk_at(a, r.end - 1)
+            });
         one_chunk && self.one_chunk_reads_here()
     }
 
@@ -327,8 +325,8 @@ impl Array {
     fn one_chunk_reads_here(&self) -> bool {
         let elem = self.info.dtype.size() as u64;
         let Some(bytes) = self
-            .info
-            .chunks
+            .read_grid
+            .max_chunk_shape()
             .iter()
             .try_fold(elem, |acc, &d| acc.checked_mul(d))
         else {
@@ -377,17 +375,18 @@ impl Array {
     /// The cache key of chunk `index` of the `chunks` grid (an inner chunk of a shard has
     /// its shard's key and its position in the shard).
     fn cache_key_of_chunk(&self, index: &[u64]) -> String {
-        let per_shard: Vec<u64> = self
-            .chunk_shape
-            .iter()
-            .zip(&self.info.chunks)
-            .map(|(s, c)| s / c)
+        // The shard holding the inner chunk, and the inner chunk's place in it.
+        let origin = self.read_grid.origin(index);
+        let shard: Vec<u64> = (origin.iter().enumerate())
+            .map(|(a, &o)| self.grid.chunk_at(a, o))
             .collect();
-        let shard: Vec<u64> = index.iter().zip(&per_shard).map(|(i, n)| i / n).collect();
         let key = self.chunk_key(&shard);
         match &self.info.shards {
             Some(_) if self.chain().is_ok_and(|c| c.plain_sharding().is_some()) => {
-                let coord: Vec<u64> = index.iter().zip(&per_shard).map(|(i, n)| i % n).collect();
+                let coord: Vec<u64> = (origin.iter().zip(self.grid.origin(&shard)))
+                    .zip(&self.info.chunks)
+                    .map(|((o, s), c)| (o - s) / c)
+                    .collect();
                 inner_key(&key, &coord)
             }
             _ => key,

@@ -86,7 +86,7 @@ impl Array {
                 base: at as usize * layout.strides[axis].unsigned_abs(),
                 ..layout.clone()
             };
-            let mut part = plan_region(&region, &self.chunk_shape, &sub, |i| self.chunk_key(i))?;
+            let mut part = plan_region(&region, &self.grid, &sub, |i| self.chunk_key(i))?;
             for p in &mut part {
                 p.out_box[axis] = p.out_box[axis].start + at..p.out_box[axis].end + at;
             }

@@ -7,6 +7,7 @@ use std::ops::Range;
 use crate::array::variable::VarData;
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::layout::grid::ChunkGrid;
 use crate::layout::placement::c_strides;
 use crate::read::gather::{check_partition, group_factor, Group, Runs};
 use crate::select::pick::Pick;
@@ -23,7 +24,8 @@ impl Array {
         let out_shape = pick.out_shape();
         let factors = pick.factors();
         // The whole array as one grid cell: one group per factor (none when it is empty).
-        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, shape)).collect();
+        let whole = ChunkGrid::regular(shape, shape);
+        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, &whole)).collect();
         check_partition(factors, &groups)?;
         if groups.iter().any(Vec::is_empty) {
             self.variable()?;

@@ -115,12 +115,13 @@ impl Array {
             return u64::MAX;
         }
         let decoded = elements.saturating_mul(self.info.dtype.size() as u64);
+        // The largest shard's index bounds every shard's.
         let index = self
             .chain()
             .ok()
             .and_then(|c| c.plain_sharding())
             .map_or(0, |spec| {
-                spec.index_len(spec.grid(&self.chunk_shape).iter().product())
+                spec.index_len(spec.grid(&self.grid.max_chunk_shape()).iter().product())
             });
         crate::read::encoded_limit(decoded).saturating_add(index)
     }
@@ -160,7 +161,8 @@ impl Array {
             return Ok(Made::Delete);
         }
         if let Some(encoder) = &self.encoder {
-            encoder.encode(view, fill, &self.subchunk_order, sink, key)?;
+            let order = self.subchunk_order_of(view.shape());
+            encoder.encode(view, fill, order, sink, key)?;
         } else {
             // zarrs encodes whole C-order chunks.
             let mut chunk = chunk_buffer(view.nbytes() as usize, key)?;
@@ -181,7 +183,7 @@ impl Array {
             }
             let bytes = self.encode(&chunk, view.shape(), key);
             scratch::give(chunk);
-            let bytes = self.in_subchunk_order(bytes?, key)?;
+            let bytes = self.in_subchunk_order(bytes?, view.shape(), key)?;
             sink.put(&bytes).map_err(|e| Error::storage(key, e))?;
         }
         Ok(Made::Stored)
@@ -252,16 +254,27 @@ impl Array {
         Ok(chunk)
     }
 
-    /// An encoded shard with its inner chunks in the configured order.
-    fn in_subchunk_order(&self, shard: Vec<u8>, key: &str) -> Result<Vec<u8>> {
-        if self.subchunk_order.is_empty() {
+    /// The order a shard of `shape` lays out its inner chunks (empty: C order).
+    fn subchunk_order_of(&self, shape: &[u64]) -> &[u64] {
+        match self.chain().ok().and_then(|c| c.plain_sharding()) {
+            Some(spec) if !self.subchunk_orders.is_empty() => {
+                self.subchunk_order(&spec.grid(shape))
+            }
+            _ => &[],
+        }
+    }
+
+    /// An encoded shard of `shape` with its inner chunks in the configured order.
+    fn in_subchunk_order(&self, shard: Vec<u8>, shape: &[u64], key: &str) -> Result<Vec<u8>> {
+        let order = self.subchunk_order_of(shape);
+        if order.is_empty() {
             return Ok(shard);
         }
         let Some(spec) = self.chain()?.plain_sharding() else {
             return Ok(shard);
         };
-        let n = spec.grid(&self.chunk_shape).iter().product();
-        ShardIndex::relayout(spec, &shard, n, &self.subchunk_order).map_err(|e| e.at(key))
+        let n = spec.grid(shape).iter().product();
+        ShardIndex::relayout(spec, &shard, n, order).map_err(|e| e.at(key))
     }
 
     /// Encodes one whole chunk with zarrs' codec chain (zarrpipe's bounded decoders only

@@ -127,18 +127,15 @@ impl Array {
         let grid: Vec<Range<u64>> = region
             .ranges
             .iter()
-            .zip(&self.chunk_shape)
-            .map(|(r, &c)| r.start / c..r.end.div_ceil(c))
+            .enumerate()
+            .map(|(a, r)| self.grid.covering(a, r))
             .collect();
         let mut items = Vec::new();
         let mut error = None;
         for_each_index(&grid, |index| {
-            let origin: Vec<u64> = index
-                .iter()
-                .zip(&self.chunk_shape)
-                .map(|(i, c)| i * c)
-                .collect();
-            let Some(p) = Placement::new(&origin, &self.chunk_shape, &region.ranges, strides, base)
+            let origin = self.grid.origin(index);
+            let chunk_shape = self.grid.chunk_shape(index);
+            let Some(p) = Placement::new(&origin, &chunk_shape, &region.ranges, strides, base)
             else {
                 error.get_or_insert(Error::InvalidArgument(
                     "the source values do not cover the selection".into(),
@@ -150,11 +147,11 @@ impl Array {
                 .iter()
                 .zip(&origin)
                 .zip(&self.info.shape)
-                .zip(&self.chunk_shape)
+                .zip(&chunk_shape)
                 .all(|(((w, &o), &s), &c)| w.start == 0 && w.end >= c.min(s - o));
             items.push(ChunkWrite {
                 key: self.chunk_key(index),
-                chunk_shape: self.chunk_shape.clone(),
+                chunk_shape,
                 want: p.want,
                 src_offset: p.out_offset,
                 src_strides: p.out_strides,
@@ -187,6 +184,9 @@ impl Array {
             )));
         }
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        for item in items {
+            self.check_chunk_shape(&item.chunk_shape, &item.key)?;
+        }
         let elem = self.info.dtype.size();
         let reads_old: Vec<bool> = items
             .iter()

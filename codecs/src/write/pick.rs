@@ -48,26 +48,22 @@ impl Array {
             self.write_chunks(&items, src, None, write_empty, cache)?;
             return Ok(());
         }
-        let grid = self.chunk_shape.clone();
+        let grid = &self.grid;
         let factors = pick.factors();
-        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, &grid)).collect();
+        let groups: Vec<Vec<Group>> = factors.iter().map(|f| group_factor(f, grid)).collect();
         check_partition(factors, &groups)?;
-        let items = self.items(factors, &groups, &grid, elem)?;
-        let keys: Vec<String> = items
-            .iter()
+        let items = self.items(factors, &groups, grid, elem)?;
+        let indices: Vec<Vec<u64>> = (items.iter())
             .map(|item| {
-                let index: Vec<u64> = item
-                    .bbox
-                    .iter()
-                    .zip(&grid)
-                    .map(|(r, &c)| r.start / c)
-                    .collect();
-                self.chunk_key(&index)
+                (item.bbox.iter().enumerate())
+                    .map(|(a, r)| grid.chunk_at(a, r.start))
+                    .collect()
             })
             .collect();
+        let keys: Vec<String> = indices.iter().map(|i| self.chunk_key(i)).collect();
+        let shapes: Vec<Vec<u64>> = indices.iter().map(|i| grid.chunk_shape(i)).collect();
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let sizes = vec![grid.iter().product::<u64>(); items.len()];
-        let chunk_strides = c_strides(&grid, elem);
+        let sizes: Vec<u64> = shapes.iter().map(|s| s.iter().product()).collect();
         let reads_old = vec![true; items.len()];
         self.rebuild(
             &key_refs,
@@ -76,7 +72,8 @@ impl Array {
             None,
             cache,
             |i, prior, sink| {
-                let mut chunk = self.decoded_chunk(&grid, &keys[i], prior.encoded)?;
+                let mut chunk = self.decoded_chunk(&shapes[i], &keys[i], prior.encoded)?;
+                let chunk_strides = c_strides(&shapes[i], elem);
                 let runs = Runs {
                     factors,
                     groups: &groups,
@@ -94,7 +91,7 @@ impl Array {
                 })?;
                 self.finish(
                     chunk,
-                    &grid,
+                    &shapes[i],
                     &keys[i],
                     write_empty || !prior.may_delete,
                     sink,

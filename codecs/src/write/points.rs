@@ -18,6 +18,8 @@ use crate::write::{SrcPtr, Written};
 #[derive(Clone, Debug)]
 pub struct PointWrite {
     pub key: String,
+    /// The stored chunk's shape (chunks of a rectilinear grid differ).
+    pub shape: Vec<u64>,
     /// C-order positions in the stored chunk; the k-th takes this item's k-th value.
     pub positions: Vec<u64>,
     /// The old chunk is not read: the cells not listed become the fill value.
@@ -45,10 +47,9 @@ impl Array {
                 values.len()
             )));
         }
-        let shape = self.chunk_shape.clone();
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
         let reads_old: Vec<bool> = items.iter().map(|i| !i.fresh).collect();
-        let sizes = vec![shape.iter().product::<u64>(); items.len()];
+        let sizes: Vec<u64> = items.iter().map(|i| i.shape.iter().product()).collect();
         self.rebuild(
             &keys,
             &reads_old,
@@ -57,12 +58,13 @@ impl Array {
             cache,
             |i, prior, sink| {
                 let item = &items[i];
+                let shape = &item.shape;
                 let mut chunk = if item.fresh {
-                    self.filled_chunk(&shape, &item.key)?
+                    self.filled_chunk(shape, &item.key)?
                 } else {
-                    self.decoded_chunk(&shape, &item.key, prior.encoded)?
+                    self.decoded_chunk(shape, &item.key, prior.encoded)?
                 };
-                debug_assert_eq!(chunk.len(), checked_nbytes(&shape, elem)?);
+                debug_assert_eq!(chunk.len(), checked_nbytes(shape, elem)?);
                 for (k, &p) in item.positions.iter().enumerate() {
                     let at = p as usize * elem;
                     let value = values.get((starts[i] + k) * elem, elem)?;
@@ -70,7 +72,7 @@ impl Array {
                 }
                 self.finish(
                     chunk,
-                    &shape,
+                    shape,
                     &item.key,
                     write_empty || !prior.may_delete,
                     sink,
@@ -90,11 +92,9 @@ impl Array {
     ) -> Result<Vec<Written>> {
         self.variable()?;
         let starts = self.check_points(items, values.len())?;
-        let n = usize::try_from(self.chunk_shape.iter().product::<u64>())
-            .map_err(|_| Error::InvalidArgument("chunk too large".into()))?;
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
         let reads_old: Vec<bool> = items.iter().map(|i| !i.fresh).collect();
-        let sizes = vec![n as u64; items.len()];
+        let sizes: Vec<u64> = items.iter().map(|i| i.shape.iter().product()).collect();
         self.rebuild(
             &keys,
             &reads_old,
@@ -103,7 +103,12 @@ impl Array {
             None,
             |i, prior, sink| {
                 let item = &items[i];
-                let old = self.decode_variable(prior.encoded.filter(|_| !item.fresh), &item.key)?;
+                let n = sizes[i] as usize; // checked by check_points
+                let old = self.decode_variable(
+                    prior.encoded.filter(|_| !item.fresh),
+                    &item.key,
+                    &item.shape,
+                )?;
                 // Which value each cell takes: the last listed for it, else its old one.
                 let mut new_value: Vec<Option<usize>> = vec![None; n];
                 for (k, &p) in item.positions.iter().enumerate() {
@@ -112,7 +117,7 @@ impl Array {
                 let mut chunk = VarData {
                     bytes: Vec::with_capacity(old.bytes.len()),
                     offsets: Vec::with_capacity(n + 1),
-                    shape: self.chunk_shape.clone(),
+                    shape: item.shape.clone(),
                 };
                 for (cell, value) in new_value.iter().enumerate() {
                     chunk.offsets.push(chunk.bytes.len());
@@ -135,7 +140,6 @@ impl Array {
     /// Checks the items of a write by positions against the chunk size and the number of
     /// values; returns where each item's values start.
     fn check_points(&self, items: &[PointWrite], values: usize) -> Result<Vec<usize>> {
-        let cells: u64 = self.chunk_shape.iter().product();
         let mut keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
         keys.sort_unstable();
         if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
@@ -147,6 +151,8 @@ impl Array {
         let mut starts = Vec::with_capacity(items.len());
         let mut total = 0usize;
         for item in items {
+            self.check_chunk_shape(&item.shape, &item.key)?;
+            let cells: u64 = item.shape.iter().product();
             if let Some(p) = item.positions.iter().find(|&&p| p >= cells) {
                 return Err(Error::InvalidSelection(format!(
                     "position {p} is outside chunk {:?} of {cells} elements",

@@ -81,7 +81,8 @@ pub fn decode_chunk(
             )
         }
         ArrayToBytes::Zarrs(chain) => {
-            let decoded = decode_with_zarrs(chain, encoded).map_err(|e| e.at(key))?;
+            let decoded =
+                decode_with_zarrs(chain, &placement.chunk_shape, encoded).map_err(|e| e.at(key))?;
             let mut sink =
                 Scatter::new(target.out, placement, target.elem, ByteOrder::Native, None);
             sink.write(&decoded)
@@ -91,16 +92,26 @@ pub fn decode_chunk(
     }
 }
 
-/// A whole chunk through zarrs' codec chain: native-endian elements in C order. zarrs'
-/// bytes codecs are zarrpipe's bounded ones (`harden`); a panic in another of its codecs on
-/// corrupt data becomes an error.
-fn decode_with_zarrs(chain: &ZarrsChain, encoded: &[u8]) -> Result<Vec<u8>, DecodeError> {
+/// A whole chunk of `shape` through zarrs' codec chain: native-endian elements in C order.
+/// zarrs' bytes codecs are zarrpipe's bounded ones (`harden`); a panic in another of its
+/// codecs on corrupt data becomes an error.
+fn decode_with_zarrs(
+    chain: &ZarrsChain,
+    shape: &[u64],
+    encoded: &[u8],
+) -> Result<Vec<u8>, DecodeError> {
     use zarrs::array::{ArrayToBytesCodecTraits, CodecError, CodecOptions};
     let options = CodecOptions::default().with_concurrent_target(1);
+    // The chunk's own shape (chunks of a rectilinear grid differ), else the chain's.
+    let shape: Vec<std::num::NonZeroU64> = shape
+        .iter()
+        .map(|&d| std::num::NonZeroU64::new(d))
+        .collect::<Option<_>>()
+        .unwrap_or_else(|| chain.shape.clone());
     let decoded = catch_unwind(AssertUnwindSafe(|| {
         chain.codecs.decode(
             std::borrow::Cow::Borrowed(encoded),
-            &chain.shape,
+            &shape,
             &chain.data_type,
             &chain.fill_value,
             &options,
