@@ -522,16 +522,20 @@ def test_pipeline_placements_that_overlap_are_refused(written, tmp_path):
     meta = json.loads((tmp_path / "x" / "zarr.json").read_text())
     engine = zarrpipe._zarrpipe._PipelineArray(json.dumps(meta), None, zarrpipe.Store(tmp_path))
     out = np.full((8, 16), -99, dtype="int32")
-    one = ("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)])
+    one = ("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], CHUNKS)
     assert engine.read(out, [one]) == [True]
     np.testing.assert_array_equal(out, data[:8, :16])
     out[...] = -99
-    other = ("x/c/1/1", [(0, 8), (0, 16)], [(0, 8), (0, 16)])
-    shifted = ("x/c/1/1", [(0, 4), (0, 16)], [(4, 8), (0, 16)])
+    other = ("x/c/1/1", [(0, 8), (0, 16)], [(0, 8), (0, 16)], CHUNKS)
+    shifted = ("x/c/1/1", [(0, 4), (0, 16)], [(4, 8), (0, 16)], CHUNKS)
     for requests in ([one, other], [one, shifted]):
         with pytest.raises(IndexError, match="both write output elements"):
             engine.read(out, requests)
         np.testing.assert_array_equal(out, -99)
+    # A chunk shape the grid does not have is refused too (the placement would be wrong).
+    with pytest.raises(IndexError, match="no chunk of this array's grid"):
+        engine.read(out, [("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], (8, 17))])
+    np.testing.assert_array_equal(out, -99)
 
 
 # ------------------------------------------------------------------ object stores

@@ -339,10 +339,21 @@ class Array:
     @property
     def chunks(self) -> tuple[int, ...]:
         """The read granularity: the chunk shape, or the inner chunk shape of a sharded
-        array (zarr-python's `chunks`)."""
+        array (zarr-python's `chunks`). Raises NotImplementedError for a rectilinear grid
+        (chunks of different sizes), as zarr-python does: see `read_chunk_sizes`."""
     @property
     def shards(self) -> tuple[int, ...] | None:
-        """The shard shape of a sharded array, else None."""
+        """The shard shape of a sharded array, else None. Raises NotImplementedError for
+        shards of different sizes (a rectilinear grid): see `write_chunk_sizes`."""
+    @property
+    def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the size of each chunk of the `chunks` grid (inner chunks of a sharded
+        array), clipped at the array's end: zarr-python's `read_chunk_sizes`, dask's
+        `chunks`. Defined for regular and rectilinear grids."""
+    @property
+    def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the size of each stored chunk (shard), clipped at the array's end:
+        zarr-python's `write_chunk_sizes`."""
     @property
     def chunk_grid_shape(self) -> tuple[int, ...]:
         """Number of chunks (of `chunks`) along each axis."""
@@ -1064,8 +1075,8 @@ class Store:
         *,
         shape: int | Sequence[int],
         dtype: npt.DTypeLike,
-        chunks: int | Sequence[int] | None = None,
-        shards: int | Sequence[int] | None = None,
+        chunks: int | Sequence[int | Sequence[int]] | None = None,
+        shards: int | Sequence[int | Sequence[int]] | None = None,
         compressors: Any = "auto",
         filters: Any = "auto",
         fill_value: Any = None,
@@ -1091,8 +1102,11 @@ class Store:
                 as ambiguous.
             chunks: The chunk shape reads work in (the inner chunks when `shards` is given);
                 None guesses one as zarr-python's "auto" does (within the shard shape when
-                `shards` is given).
+                `shards` is given). A list of edges on some axis (`[[3, 3, 4], 5]`) makes a
+                rectilinear grid (Zarr v3; the edges sum to the shape).
             shards: The shard shape (Zarr v3), a multiple of `chunks`; None for no sharding.
+                Edges per axis (`[[10, 5, 5], 10]`), each a multiple of `chunks`, make
+                shards of different sizes.
             compressors: v3 codec dicts (`{"name": "zstd", "configuration": {"level": 3}}`),
                 numcodecs configs (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs
                 codec objects, one or a list. `"auto"` (the default) is zarr-python's
@@ -1277,7 +1291,10 @@ class _Rows:
         """The chosen rows of each part, in order, into `out` (writable, C-contiguous, of
         exactly the batch's size); returns the batch's shape."""
 
-_Request: TypeAlias = tuple[str, list[int | tuple[int, int]], list[tuple[int, int]]]
+# (key, chunk selection, output selection, the stored chunk's shape)
+_Request: TypeAlias = tuple[
+    str, list[int | tuple[int, int]], list[tuple[int, int]], tuple[int, ...]
+]
 
 @final
 class _PipelineArray:
@@ -1286,7 +1303,7 @@ class _PipelineArray:
     def __new__(
         cls,
         metadata_json: str,
-        subchunk_order: list[int] | None = None,
+        subchunk_orders: list[tuple[list[int], list[int]]] | None = None,
         store: Store | None = None,
     ) -> _PipelineArray:
         """Raises UnsupportedError when zarrpipe cannot read the array at all."""
@@ -1297,19 +1314,20 @@ class _PipelineArray:
     def variable(self) -> bool:
         """Whether the elements are variable-length strings or bytes."""
     def decode_variable(
-        self, encoded: list[bytes | None], keys: list[str]
+        self, encoded: list[bytes | None], keys: list[str], shapes: list[tuple[int, ...]]
     ) -> list[npt.NDArray[Any]]:
-        """Decodes whole stored chunks (None: missing) into NumPy arrays, in parallel."""
+        """Decodes whole stored chunks (None: missing) of the given shapes into NumPy
+        arrays, in parallel."""
     def write_points(
         self,
         value: npt.NDArray[Any],
-        items: list[tuple[str, npt.NDArray[np.uint64], bool]],
+        items: list[tuple[str, npt.NDArray[np.uint64], bool, tuple[int, ...]]],
         write_empty: bool,
         existing: list[bytes | None] | None = None,
     ) -> list[bytes | None]:
         """Writes `value` (1-D, each item's values in turn) at (key, C-order positions,
-        fresh) of stored chunks; returns the encoded chunks when `existing` is given (None:
-        delete), else stores them, each read, updated and stored as one step."""
+        fresh, chunk shape) of stored chunks; returns the encoded chunks when `existing` is
+        given (None: delete), else stores them, each read, updated and stored as one step."""
     def read(
         self,
         out: npt.NDArray[Any],
@@ -1319,11 +1337,11 @@ class _PipelineArray:
         """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
     def read_picks(
         self,
-        picks: list[tuple[str, Any]],
+        picks: list[tuple[str, Any, tuple[int, ...]]],
         encoded: list[bytes | None] | None = None,
     ) -> tuple[list[npt.NDArray[np.uint8]], list[tuple[int, ...]], list[bool]]:
-        """Reads `chunk[sel]` for each (key, chunk selection); per pick its values as bytes
-        in C order and its shape, and per chunk whether it was present."""
+        """Reads `chunk[sel]` for each (key, chunk selection, chunk shape); per pick its
+        values as bytes in C order and its shape, and per chunk whether it was present."""
     def write(
         self,
         value: npt.NDArray[Any],

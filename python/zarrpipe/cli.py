@@ -265,18 +265,24 @@ def _array_record(array) -> dict:
     """What `info` says of an array, JSON-ready."""
     metadata = array.metadata
     stored = array.nshards_initialized  # one listing (nchunks_initialized would be another)
+    regular = array.metadata.get("chunk_grid", {}).get("name", "regular") == "regular"
     per_shard = 1
-    if array.shards is not None:
+    if regular and array.shards is not None:
         for s, c in zip(array.shards, array.chunks, strict=True):
             per_shard *= s // max(c, 1)
+    codecs = [c.get("name") for c in metadata.get("codecs", []) if isinstance(c, dict)]
+    sharded = array.shards is not None if regular else codecs == ["sharding_indexed"]
     return {
         "path": "/" + array.path,
         "kind": "array",
         "zarr_format": array.zarr_format,
         "shape": list(array.shape),
         "dtype": str(array.dtype),
-        "chunks": list(array.chunks),
-        "shards": list(array.shards) if array.shards is not None else None,
+        # Chunks (shards) of different sizes as their sizes along each axis.
+        "chunks": _shape_or_sizes(lambda: array.chunks, array.read_chunk_sizes),
+        "shards": (
+            _shape_or_sizes(lambda: array.shards, array.write_chunk_sizes) if sharded else None
+        ),
         "fill_value": metadata.get("fill_value"),
         "codecs": _codec_names(metadata),
         "dimension_names": (
@@ -287,13 +293,26 @@ def _array_record(array) -> dict:
         # Stored values: shards of a sharded array, else chunks.
         "stored": stored,
         "stored_of": array.nshards,
-        "chunks_stored": stored * per_shard,
+        "chunks_stored": stored * per_shard if regular else array.nchunks_initialized,
         "chunks_total": array.nchunks,
         "bytes_stored": array.nbytes_stored(),
         "decoder": "zarrs fallback: " + array.fallback_reason
         if array.fallback_reason
         else "zarrpipe",
     }
+
+
+def _as_tuple(value):
+    """Lists as tuples, nested too: a shape, or per axis the sizes."""
+    return tuple(_as_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def _shape_or_sizes(shape, sizes) -> list:
+    """`shape()` as a list, or per axis the list of sizes when the grid has no one shape."""
+    try:
+        return list(shape())
+    except NotImplementedError:
+        return [list(s) for s in sizes]
 
 
 def _group_record(group) -> dict:
@@ -320,10 +339,10 @@ def _describe(r: dict) -> list[str]:
         f"zarr_format: {r['zarr_format']}",
         f"shape:       {tuple(r['shape'])}",
         f"dtype:       {r['dtype']}",
-        f"chunks:      {tuple(r['chunks'])}",
+        f"chunks:      {_as_tuple(r['chunks'])}",
     ]
     if r["shards"] is not None:
-        lines.append(f"shards:      {tuple(r['shards'])}")
+        lines.append(f"shards:      {_as_tuple(r['shards'])}")
     stored = "shards" if r["shards"] is not None else "chunks"
     lines += [
         f"codecs:      {', '.join(r['codecs']) or '(none)'}",

@@ -179,8 +179,10 @@ class BatchLoader:
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be in range(world_size={self.world_size}), got {rank}")
         first = seq[0]
-        self._unit = first.chunks[self._axis]
-        self._stored = (first.shards or first.chunks)[self._axis]
+        # The largest chunk (shard) along the sample axis: a rectilinear grid's windows
+        # then straddle chunks, which costs decoding, never samples.
+        self._unit = max(first.read_chunk_sizes[self._axis], default=1)
+        self._stored = max(first.write_chunk_sizes[self._axis], default=1)
         self._epoch = 0
 
     @property

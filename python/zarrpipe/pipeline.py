@@ -395,7 +395,7 @@ class CodecPipeline(_abc.CodecPipeline):
             self.store._check_writable()
             await asyncio.to_thread(self._impl.write_points, values, items, write_empty)
             return
-        existing = await self._fetch_partial(batch, [not fresh for *_, fresh in items])
+        existing = await self._fetch_partial(batch, [not fresh for _, _, fresh, _ in items])
         encoded = await asyncio.to_thread(
             self._impl.write_points, values, items, write_empty, existing
         )

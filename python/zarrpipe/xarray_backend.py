@@ -143,12 +143,17 @@ def _open_variable(name: str, array: zarrpipe.Array, fill_is_missing: bool) -> x
     same dimensions, attributes and `_FillValue`, and `chunks`, `preferred_chunks`, `shards`
     (and, for v3, `fill_value`) in its encoding."""
     dimensions, attributes = _dimensions_and_attributes(name, array)
-    chunks = tuple(array.chunks)
-    encoding: dict[str, Any] = {
-        "chunks": chunks,
-        "preferred_chunks": dict(zip(dimensions, chunks, strict=True)),
-        "shards": array.shards,
-    }
+    try:
+        chunks = tuple(array.chunks)
+        encoding: dict[str, Any] = {
+            "chunks": chunks,
+            "preferred_chunks": dict(zip(dimensions, chunks, strict=True)),
+            "shards": array.shards,
+        }
+    except NotImplementedError:
+        # A rectilinear grid: dask takes each axis' chunk sizes; writing picks new chunks.
+        sizes = array.read_chunk_sizes
+        encoding = {"preferred_chunks": dict(zip(dimensions, sizes, strict=True))}
     if array.dtype.kind == "T":  # keep NumPy's StringDType through decoding
         encoding["dtype"] = array.dtype
     fill_value = array.fill_value

@@ -294,9 +294,7 @@ impl Array {
         if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
             // Shards of a rectilinear grid hold different numbers of inner chunks.
             let array = self.array.clone();
-            return Ok(crate::runtime::run(py, move || {
-                array.stored_inner_chunks()
-            })?);
+            return crate::runtime::run(py, move || array.stored_inner_chunks());
         }
         let per_shard: u64 = match &self.array.info.shards {
             Some(shards) => shards

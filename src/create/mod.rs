@@ -22,16 +22,22 @@ pub struct Args<'a, 'py> {
     pub zarr_format: u8,
 }
 
-/// A shape-like argument: an integer or a sequence of them (`operator.index` each).
+/// A shape-like argument: an integer or a sequence of them (`operator.index` each); a
+/// negative one is a ValueError.
 fn shape(value: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     let index = value.py().import("operator")?.getattr("index")?;
+    let one = |v: Bound<'_, PyAny>| -> PyResult<u64> {
+        let n: i128 = index.call1((v,))?.extract()?;
+        u64::try_from(n).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "shapes, chunk and shard edges must be non-negative integers, got {n}"
+            ))
+        })
+    };
     if value.hasattr("__iter__")? {
-        value
-            .try_iter()?
-            .map(|v| index.call1((v?,))?.extract())
-            .collect()
+        value.try_iter()?.map(|v| one(v?)).collect()
     } else {
-        Ok(vec![index.call1((value,))?.extract()?])
+        Ok(vec![one(value.clone())?])
     }
 }
 

@@ -26,8 +26,9 @@ _DEFAULT_BLOCK_BYTES = 128 * 2**20
 
 
 def _stored_rows(array: Array) -> int:
-    """The length along axis 0 of one stored object (a shard, else a chunk)."""
-    return (array.shards or array.chunks)[0]
+    """The length along axis 0 of one stored object (a shard, else a chunk; the longest
+    of a rectilinear grid's)."""
+    return max(array.write_chunk_sizes[0], default=1)
 
 
 def _describe(columns: Sequence[tuple[str, Array]]) -> str:

@@ -34,7 +34,7 @@ def _write_rows(array: Array, rows: np.ndarray, values: np.ndarray) -> None:
     variable = array.dtype.kind in "OT"
     scattered: list[np.ndarray] = []
     for i, j in _runs(rows):
-        if variable or j - i >= array.chunks[0]:
+        if variable or j - i >= max(array.read_chunk_sizes[0], default=1):
             array[int(rows[i]) : int(rows[j - 1]) + 1] = values[i:j]
         else:
             scattered.append(np.arange(i, j))
