@@ -20,6 +20,7 @@ pub mod fixedscaleoffset;
 pub mod jenkins_lookup3;
 pub mod lz4;
 pub mod lzma;
+mod lzma_filters;
 pub mod numeric;
 pub mod packbits;
 pub mod pcodec;
