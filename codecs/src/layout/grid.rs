@@ -160,15 +160,6 @@ impl ChunkGrid {
         self.chunk_at(axis, range.start)..self.chunk_at(axis, range.end - 1) + 1
     }
 
-    /// Whether some stored chunk has edge `e` along `axis`.
-    #[must_use]
-    pub fn has_edge(&self, axis: usize, e: u64) -> bool {
-        match &self.axes[axis] {
-            Axis::Regular(c) => *c == e,
-            Axis::Edges(starts) => starts.windows(2).any(|w| w[1] - w[0] == e),
-        }
-    }
-
     /// The largest stored chunk shape (a bound for buffers and limits).
     #[must_use]
     pub fn max_chunk_shape(&self) -> Vec<u64> {

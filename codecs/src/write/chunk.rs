@@ -115,13 +115,14 @@ impl Array {
             return u64::MAX;
         }
         let decoded = elements.saturating_mul(self.info.dtype.size() as u64);
-        // The largest shard's index bounds every shard's.
+        // A shard holds whole inner chunks: its index has one entry per inner chunk.
         let index = self
             .chain()
             .ok()
             .and_then(|c| c.plain_sharding())
             .map_or(0, |spec| {
-                spec.index_len(spec.grid(&self.grid.max_chunk_shape()).iter().product())
+                let inner = spec.inner_shape.iter().product::<u64>().max(1);
+                spec.index_len(elements.div_ceil(inner))
             });
         crate::read::encoded_limit(decoded).saturating_add(index)
     }
