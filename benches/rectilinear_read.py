@@ -67,8 +67,7 @@ def make_rectilinear(data: str, dataset: str) -> str:
         compressors=compressors or None,
         overwrite=True,
     )
-    for i in range(src.shape[0]):  # a slab at a time: bounded memory
-        dst[i : i + 1] = np.asarray(src[i : i + 1])
+    dst[...] = np.asarray(src[...])  # whole chunks each: every chunk written once
     os.replace(Path(data) / (name + ".tmp"), Path(data) / name)
     return name
 
