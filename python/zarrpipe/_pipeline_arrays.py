@@ -79,31 +79,39 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
     return None
 
 
-def _swapped_generic_time(metadata: ArrayMetadata) -> bool:
-    """A record with a generic-unit time field in non-native byte order: NumPy copies such a
-    field between byte orders unswapped, and a record cannot be converted through counts."""
-    dtype = metadata.dtype.to_native_dtype() if hasattr(metadata.dtype, "to_native_dtype") else None
-    if dtype is None or dtype.names is None:
-        return False
-    return any(
-        f.kind in "Mm" and not f.isnative and np.datetime_data(f)[0] == "generic"
-        for f in (dtype.fields[n][0] for n in dtype.names)
-    )
-
-
 def _as_counts(array: np.ndarray, dtype: np.dtype[Any]) -> tuple[np.ndarray, np.dtype[Any]]:
-    """`array` and `dtype` as int64 counts when both are times of one unit in different byte
-    orders, since NumPy copies a generic-unit time between byte orders unswapped (and
-    swaps integers); otherwise as they are."""
+    """`array` and `dtype` with every time (field) as int64 counts when they are the same
+    type in different byte orders and hold a time, since NumPy copies a generic-unit time
+    between byte orders unswapped (and swaps integers, record fields too); otherwise as
+    they are."""
     if (
-        array.dtype.kind in "Mm"
-        and dtype.kind in "Mm"
-        and array.dtype != dtype
+        array.dtype != dtype
         and array.dtype.newbyteorder("=") == dtype.newbyteorder("=")
+        and _counts_dtype(dtype) != dtype
     ):
-        order = lambda d: "" if d.byteorder in "=|" else d.byteorder  # noqa: E731
-        return array.view(f"{order(array.dtype)}i8"), np.dtype(f"{order(dtype)}i8")
+        return array.view(_counts_dtype(array.dtype)), _counts_dtype(dtype)
     return array, dtype
+
+
+def _counts_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """`dtype` with each time, in records and sub-arrays too, as an int64 of its byte
+    order: the same layout, bytes read as counts."""
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return np.dtype((_counts_dtype(base), shape))
+    if dtype.names is not None:
+        fields = [dtype.fields[n] for n in dtype.names]
+        return np.dtype(
+            {
+                "names": list(dtype.names),
+                "formats": [_counts_dtype(f[0]) for f in fields],
+                "offsets": [f[1] for f in fields],
+                "itemsize": dtype.itemsize,
+            }
+        )
+    if dtype.kind in "Mm":
+        return np.dtype(("" if dtype.byteorder in "=|" else dtype.byteorder) + "i8")
+    return dtype
 
 
 def _to_dtype(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
@@ -124,13 +132,6 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
     elif _native_dtype(metadata) is None and not _is_variable(metadata):
         reason = f"data type {metadata.dtype} is not one zarrpipe reads"
-    elif _swapped_generic_time(metadata):
-        # zarr-python's buffers have the stored dtype, and NumPy's casts and assignments
-        # between byte orders of a generic-unit time copy its bytes unswapped.
-        reason = (
-            "a record with a generic-unit time field in non-native byte order (NumPy cannot "
-            "swap it)"
-        )
     else:
         try:
             return _PipelineArray(
