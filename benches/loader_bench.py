@@ -9,7 +9,8 @@ samples/s and peak RSS (batch 64) of:
 
 - zarrpipe: `zarrpipe.torch.ZarrDataset`, one shuffled epoch (all 16,384 samples), in a
   `DataLoader(batch_size=None)`; `zarrpipe-copy` the same with `shared_memory=False` (workers
-  hand torch fresh batches, which it copies into shared memory);
+  hand torch fresh batches, which it copies into shared memory); `zarrpipe-anyorder` with
+  `DataLoader(in_order=False)` (each worker's batches taken as they come);
 - zarr-python, zarr-python with zarrs-python's `ZarrsCodecPipeline`, and TensorStore: a
   plain `torch.utils.data.Dataset` whose `__getitem__` reads one image, in a
   `DataLoader(batch_size=64)` over 2,048 randomly chosen samples;
@@ -156,14 +157,17 @@ def run_one(cfg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         arr.read_into(None, out)
         samples = out.shape[0]
-    elif reader in ("zarrpipe", "zarrpipe-copy"):
+    elif reader in ("zarrpipe", "zarrpipe-copy", "zarrpipe-anyorder"):
         from zarrpipe.torch import ZarrDataset
 
         arr = zarrpipe.Store(cfg["data"]).open_array(cfg["layout"])
-        shared = reader == "zarrpipe"
+        shared = reader != "zarrpipe-copy"
         dataset = ZarrDataset(arr, BATCH, seed=cfg["seed"], shared_memory=shared)
         t0 = time.perf_counter()
-        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers)
+        # `zarrpipe-anyorder`: the DataLoader takes each worker's batch as it comes
+        # (`in_order=False`) instead of turn by turn.
+        order = {"in_order": False} if reader == "zarrpipe-anyorder" and workers else {}
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, **order)
         samples = sum(consume(b, cfg["touch"]) for b in loader)
     else:
         rng = np.random.default_rng(cfg["seed"])

@@ -31,6 +31,14 @@ def _stored_rows(array: Array) -> int:
     return max(array.write_chunk_sizes[0], default=1)
 
 
+def _stored_kind(array: Array) -> str:
+    """What the array stores under each key: "shards" or "chunks"."""
+    try:
+        return "shards" if array.shards is not None else "chunks"
+    except NotImplementedError:  # shards of different sizes
+        return "shards"
+
+
 def _describe(columns: Sequence[tuple[str, Array]]) -> str:
     return ", ".join(f"{name!r}: {a.shape[0] if a.ndim else 'no axis'}" for name, a in columns)
 
@@ -201,7 +209,7 @@ class ZarrDatasource(Datasource):
             n = _count("rows_per_block", rows_per_block, 1)
             if n % self._unit and n < self._length:
                 stored = ", ".join(
-                    f"{name!r}: {'shards' if a.shards else 'chunks'} of {u}"
+                    f"{name!r}: {_stored_kind(a)} of {u}"
                     for (name, a), u in zip(chosen, units, strict=True)
                 )
                 raise ValueError(
