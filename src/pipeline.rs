@@ -14,6 +14,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
+use zarrpipe_codecs::layout::shard_order::ShardOrder;
 use zarrpipe_codecs::memory::first_touch;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::Source;
@@ -103,18 +104,23 @@ impl PipelineArray {
     /// An engine array for zarr-python's `metadata_json` (`json.dumps(metadata.to_dict())`)
     /// whose chunks live in `store` (a zarrpipe Store over the same location as
     /// zarr-python's store) or, without one, are passed in and out as bytes.
-    /// `subchunk_orders`: per inner grid of a shard (inner chunks per axis), the C-order
-    /// indices of its inner chunks in the order writes lay them out (zarr-python's
-    /// `subchunk_write_order`). Raises UnsupportedError when zarrpipe cannot read this
-    /// array at all.
+    /// `subchunk_write_order`: zarr-python's order of a written shard's inner chunks
+    /// (`"morton"`, `"colexicographic"`, `"lexicographic"`, `"unordered"`; None: C order).
+    /// Raises UnsupportedError when zarrpipe cannot read this array at all.
     #[new]
-    #[pyo3(signature = (metadata_json, subchunk_orders = None, store = None))]
+    #[pyo3(signature = (metadata_json, subchunk_write_order = None, store = None))]
     fn new(
         py: Python<'_>,
         metadata_json: &str,
-        subchunk_orders: Option<Vec<(Vec<u64>, Vec<u64>)>>,
+        subchunk_write_order: Option<&str>,
         store: Option<PyRef<'_, PyStore>>,
     ) -> PyResult<Self> {
+        let order = match subchunk_write_order {
+            None => ShardOrder::C,
+            Some(name) => ShardOrder::named(name).ok_or_else(|| {
+                PyValueError::new_err(format!("no subchunk write order {name:?}"))
+            })?,
+        };
         let engine: Option<Arc<EngineStore>> = store.map(|s| s.engine().clone());
         let chunks = if engine.is_some() {
             Chunks::Store
@@ -131,10 +137,8 @@ impl PipelineArray {
         if array.info.variable.is_none() {
             array.chain().map_err(to_pyerr)?;
         }
-        let array = (subchunk_orders.unwrap_or_default().into_iter())
-            .fold(array, |a, (grid, order)| a.with_subchunk_order(grid, order));
         Ok(Self {
-            array: Arc::new(array),
+            array: Arc::new(array.with_shard_order(order)),
             chunks,
         })
     }

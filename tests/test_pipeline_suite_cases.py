@@ -209,3 +209,26 @@ def test_attributes_that_are_not_json_stay_out_of_the_engine(tmp_path: Path):
         )
         a[:] = np.arange(4)
         assert a[:].tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(ZARR < (3, 4), reason="zarr-python lays shards out in Morton order since 3.4")
+def test_shards_of_a_grown_rectilinear_grid_keep_zarr_pythons_layout(tmp_path: Path):
+    """zarr-python lays each shard's inner chunks out in Morton order, whatever the shard's
+    shape: a shard of a shape the grid gains only when `append` grows it (after the
+    pipeline was built) is laid out as zarr-python lays it out, byte for byte."""
+
+    def make(path: Path) -> zarr.Array:
+        return zarr.create_array(
+            path, shape=(12, 6), dtype="i4", chunks=(2, 3), shards=[[4, 8], 6], compressors=None
+        )
+
+    def fill(a: zarr.Array) -> None:
+        a[...] = np.arange(72, dtype="i4").reshape(12, 6)
+        a.append(np.full((6, 6), -1, dtype="i4"))  # a shard of 6 rows: 3 x 2 inner chunks
+        a[10:14, 1:4] = 5
+
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        both(tmp_path, make, fill)
+        with zarr.config.set(DEFAULT):
+            grid = zarr.open_array(tmp_path / "ours", mode="r").write_chunk_sizes
+    assert grid == ((4, 8, 6), (6,))

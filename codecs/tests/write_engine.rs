@@ -13,6 +13,7 @@ use serde_json::json;
 use zarrpipe_codecs::array::create::{create_array, ArraySpec};
 use zarrpipe_codecs::array::Array;
 use zarrpipe_codecs::layout::placement::c_strides;
+use zarrpipe_codecs::layout::shard_order::ShardOrder;
 use zarrpipe_codecs::read::cache::ChunkCache;
 use zarrpipe_codecs::select::pick::{Factor, Pick};
 use zarrpipe_codecs::select::selection::{AxisSelector, Region};
@@ -130,10 +131,10 @@ fn shards_are_written_in_the_requested_order() {
     let store = Arc::new(Store::in_memory([]));
     let a = create_array(&store, "s", &spec(&[4, 4], &[2, 2], Some(&[4, 4])), false)
         .unwrap()
-        .with_subchunk_order(vec![2, 2], vec![3, 1, 2, 0]);
+        .with_shard_order(ShardOrder::Colexicographic);
     write(&a, &[], &(0..16).collect::<Vec<u16>>(), false);
     assert_eq!(read_all(&a), (0..16).collect::<Vec<u16>>());
-    // The inner chunk written first (C-order index 3: rows 2-3, cols 2-3) starts the shard.
+    // Column-major: inner chunks 0 (rows 0-1, cols 0-1), 2 (rows 2-3), 1, then 3.
     let shard = zarrs::storage::ReadableStorageTraits::get(
         &*store.zarrs(),
         &zarrs::storage::StoreKey::new("s/c/0/0").unwrap(),
@@ -142,8 +143,9 @@ fn shards_are_written_in_the_requested_order() {
     .unwrap();
     let index = &shard[shard.len() - (16 * 4 + 4)..];
     let offset_of = |i: usize| u64::from_le_bytes(index[16 * i..16 * i + 8].try_into().unwrap());
-    assert_eq!(offset_of(3), 0);
-    assert!(offset_of(1) < offset_of(2) && offset_of(2) < offset_of(0));
+    assert_eq!(offset_of(0), 0);
+    assert!(offset_of(0) < offset_of(2) && offset_of(2) < offset_of(1));
+    assert!(offset_of(1) < offset_of(3));
 }
 
 #[test]

@@ -5,9 +5,7 @@ when Rust can read it itself."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import os
 import warnings
 from collections.abc import Iterable
@@ -135,7 +133,7 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     else:
         try:
             return _PipelineArray(
-                _metadata_json(metadata), _subchunk_orders(metadata), _engine_store(store)
+                _metadata_json(metadata), _subchunk_write_order(metadata), _engine_store(store)
             )
         except UnsupportedError as e:
             reason = str(e)
@@ -199,47 +197,16 @@ def _local_root(store: Any) -> str | None:
     return os.path.abspath(path) if local and isinstance(path, str) else None
 
 
-# At most this many distinct shard shapes get zarr-python's inner-chunk order (a
-# rectilinear grid's shards differ); others keep C order, which every reader reads.
-_MAX_SHARD_SHAPES = 64
-
-
-def _subchunk_orders(metadata: ArrayMetadata) -> list[tuple[list[int], list[int]]] | None:
-    """zarr-python >= 3.4 lays a shard's inner chunks out in `subchunk_write_order` (Morton
-    by default): per shard shape (inner chunks per axis), the C-order indices of that
-    order, so zarrpipe's shards match."""
+def _subchunk_write_order(metadata: ArrayMetadata) -> str | None:
+    """zarr-python >= 3.4 lays a shard's inner chunks out in its sharding codec's
+    `subchunk_write_order` (Morton by default); the engine lays out each shard so (for
+    every shard shape of a rectilinear grid too). None: C order (zarr-python before 3.4,
+    or an array whose codecs are not one sharding codec)."""
     codecs = list(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else []
-    if len(codecs) != 1 or getattr(codecs[0], "subchunk_write_order", None) in (
-        None,
-        "lexicographic",
-        "unordered",
-    ):
+    if len(codecs) != 1:
         return None
-    codec = codecs[0]
-    shapes = _shard_shapes(metadata.chunk_grid)
-    if shapes is None:
-        return None  # a grid the engine does not know: it says why it does not read it
-    orders = []
-    for shard in itertools.islice(shapes, _MAX_SHARD_SHAPES):
-        per_shard = tuple(s // c for s, c in zip(shard, codec.chunk_shape, strict=True))
-        if math.prod(per_shard) <= 1:
-            continue  # one inner chunk (a zero-dimensional array's too): one order
-        coords = list(codec._subchunk_order_iter(per_shard, codec.subchunk_write_order))
-        order = np.ravel_multi_index(tuple(np.array(coords).T), per_shard)
-        orders.append(([int(n) for n in per_shard], [int(i) for i in order]))
-    return orders or None
-
-
-def _shard_shapes(grid: Any) -> Iterable[tuple[int, ...]] | None:
-    """Every distinct stored chunk (shard) shape of a regular or rectilinear grid."""
-    shard = getattr(grid, "chunk_shape", None)
-    if shard is not None:
-        return [tuple(shard)]
-    axes = getattr(grid, "chunk_shapes", None)  # zarr-python's rectilinear metadata
-    if axes is None:
-        return None
-    edges = [sorted({a} if isinstance(a, int) else set(a)) for a in axes]
-    return itertools.product(*edges)
+    order = getattr(codecs[0], "subchunk_write_order", None)
+    return order if isinstance(order, str) else None
 
 
 def _metadata_json(metadata: ArrayMetadata) -> str:

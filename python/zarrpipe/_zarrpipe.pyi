@@ -1303,7 +1303,7 @@ class _PipelineArray:
     def __new__(
         cls,
         metadata_json: str,
-        subchunk_orders: list[tuple[list[int], list[int]]] | None = None,
+        subchunk_write_order: str | None = None,
         store: Store | None = None,
     ) -> _PipelineArray:
         """Raises UnsupportedError when zarrpipe cannot read the array at all."""

@@ -30,6 +30,7 @@ use crate::dtype::numpy_type::NumpyType;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::layout::grid::ChunkGrid;
+use crate::layout::shard_order::ShardOrder;
 use crate::memory::buffer::checked_nbytes;
 use crate::select::selection::Region;
 use crate::store::{node_path, Store};
@@ -78,9 +79,8 @@ pub struct Array {
     chain: std::result::Result<Arc<ChunkChain>, String>,
     /// zarrpipe's own encoder for this array's chunks, when it has one (else zarrs').
     pub(crate) encoder: Option<Encoder>,
-    /// The order a written shard lays out its inner chunks (C-order linear indices), by
-    /// the shard's inner grid (shards of a rectilinear grid differ); none keeps C order.
-    pub(crate) subchunk_orders: Vec<(Vec<u64>, Vec<u64>)>,
+    /// The order a written shard lays out its inner chunks.
+    pub(crate) shard_order: ShardOrder,
     /// The metadata document as stored, for a type zarrs holds as a stand-in (datetimes,
     /// fixed-length bytes, records...): zarrs' own metadata names the stand-in.
     stored_document: Option<Value>,
@@ -174,21 +174,12 @@ impl Array {
         Self::with_metadata(Arc::new(Store::in_memory([])), "/", metadata_json)
     }
 
-    /// Writes shards whose inner grid is `per_shard` with their inner chunks in `order`
-    /// (C-order linear indices).
+    /// Writes shards with their inner chunks in `order` (zarr-python's
+    /// `subchunk_write_order`).
     #[must_use]
-    pub fn with_subchunk_order(mut self, per_shard: Vec<u64>, order: Vec<u64>) -> Self {
-        self.subchunk_orders.push((per_shard, order));
+    pub fn with_shard_order(mut self, order: ShardOrder) -> Self {
+        self.shard_order = order;
         self
-    }
-
-    /// The order a shard whose inner grid is `per_shard` lays out its inner chunks (empty:
-    /// C order).
-    pub(crate) fn subchunk_order(&self, per_shard: &[u64]) -> &[u64] {
-        self.subchunk_orders
-            .iter()
-            .find(|(grid, _)| grid == per_shard)
-            .map_or(&[], |(_, order)| order)
     }
 
     fn from_zarrs(
@@ -317,7 +308,7 @@ impl Array {
             read_grid,
             chain,
             encoder,
-            subchunk_orders: Vec::new(),
+            shard_order: ShardOrder::C,
             stored_document: None,
         })
     }

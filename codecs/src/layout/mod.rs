@@ -6,3 +6,4 @@ pub mod grid;
 pub mod index;
 pub mod placement;
 pub mod plan;
+pub mod shard_order;

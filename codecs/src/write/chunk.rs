@@ -163,7 +163,7 @@ impl Array {
         }
         if let Some(encoder) = &self.encoder {
             let order = self.subchunk_order_of(view.shape());
-            encoder.encode(view, fill, order, sink, key)?;
+            encoder.encode(view, fill, &order, sink, key)?;
         } else {
             // zarrs encodes whole C-order chunks.
             let mut chunk = chunk_buffer(view.nbytes() as usize, key)?;
@@ -255,13 +255,12 @@ impl Array {
         Ok(chunk)
     }
 
-    /// The order a shard of `shape` lays out its inner chunks (empty: C order).
-    fn subchunk_order_of(&self, shape: &[u64]) -> &[u64] {
+    /// The order a shard of `shape` lays out its inner chunks, as C-order indices (empty:
+    /// C order).
+    fn subchunk_order_of(&self, shape: &[u64]) -> Vec<u64> {
         match self.chain().ok().and_then(|c| c.plain_sharding()) {
-            Some(spec) if !self.subchunk_orders.is_empty() => {
-                self.subchunk_order(&spec.grid(shape))
-            }
-            _ => &[],
+            Some(spec) => self.shard_order.linear_indices(&spec.grid(shape)),
+            None => Vec::new(),
         }
     }
 
@@ -275,7 +274,7 @@ impl Array {
             return Ok(shard);
         };
         let n = spec.grid(shape).iter().product();
-        ShardIndex::relayout(spec, &shard, n, order).map_err(|e| e.at(key))
+        ShardIndex::relayout(spec, &shard, n, &order).map_err(|e| e.at(key))
     }
 
     /// Encodes one whole chunk with zarrs' codec chain (zarrpipe's bounded decoders only
