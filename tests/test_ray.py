@@ -6,6 +6,7 @@ serves the whole module."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 import warnings
@@ -314,3 +315,23 @@ def test_the_guide_example_runs(tmp_path, monkeypatch) -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(code, str(GUIDE), "exec"), {"__name__": "guide"})
     assert printed.getvalue().strip() == shown.strip()
+
+
+def test_rectilinear_grids_are_cut_where_every_array_ends_a_stored_object(tmp_path) -> None:
+    """Stored objects of different lengths (rectilinear grids): read tasks' blocks end only
+    where both arrays end a chunk or shard, so each task reads whole stored objects."""
+    store = zarrpipe.Store(tmp_path / "r.zarr")
+    a = store.create_array("a", shape=(N, 3, 2), dtype="int16", chunks=[[10, 5, 15, 20], 3, 2])
+    a[...] = images()
+    b = store.create_array("b", shape=(N,), dtype="f8", chunks=(5,), shards=[[15, 15, 20]])
+    b[...] = labels()
+    source = ZarrDatasource(tmp_path / "r.zarr", ["a", "b"])
+    small = copy.copy(ray.data.DataContext.get_current())
+    small.target_max_block_size = 1  # blocks as small as the stored objects allow
+    blocks = [blk for t in source.get_read_tasks(8, data_context=small) for blk in t.read_fn.blocks]
+    # a ends chunks at 10, 15, 30, 50; b ends shards at 15, 30, 50: blocks end at the
+    # common ends only (never at 10, inside b's first shard).
+    assert blocks == [(0, 15), (15, 30), (30, 50)]
+    got = columns(read_zarr(tmp_path / "r.zarr", ["a", "b"]))
+    np.testing.assert_array_equal(got["a"], images())
+    np.testing.assert_array_equal(got["b"], labels())

@@ -3,6 +3,7 @@ position along axis 0, read by tasks cut on the stored objects' boundaries."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,34 @@ def _stored_rows(array: Array) -> int:
     """The length along axis 0 of one stored object (a shard, else a chunk; the longest
     of a rectilinear grid's)."""
     return max(array.write_chunk_sizes[0], default=1)
+
+
+def _common_cuts(arrays: Sequence[Array], length: int) -> list[int] | None:
+    """Where every array's stored objects (shards, else chunks) end along axis 0, when
+    some array has objects of different lengths there (a rectilinear grid); None when
+    all are regular (their cuts are the multiples of the lengths' lcm)."""
+    sizes = [a.write_chunk_sizes[0] for a in arrays]
+    if all(len(set(s[:-1])) <= 1 and (len(s) < 2 or s[-1] <= s[0]) for s in sizes):
+        return None
+    ends = [set(itertools.accumulate(s)) for s in sizes]
+    return sorted(c for c in set.intersection(*ends) | {length} if 0 < c <= length)
+
+
+def _blocks_on_cuts(cuts: list[int], rows: int) -> list[tuple[int, int]]:
+    """Consecutive blocks ending on `cuts`, each of at most `rows` rows where one cut to
+    the next allows (else one stretch between two cuts)."""
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    i = 0
+    while i < len(cuts):
+        end = cuts[i]
+        while i + 1 < len(cuts) and cuts[i + 1] - start <= rows:
+            i += 1
+            end = cuts[i]
+        blocks.append((start, end))
+        start = end
+        i += 1
+    return blocks
 
 
 def _stored_kind(array: Array) -> str:
@@ -198,6 +227,7 @@ class ZarrDatasource(Datasource):
         self._length = chosen[0][1].shape[0]
         units = [_stored_rows(a) for _, a in chosen]
         self._unit = math.lcm(*units)
+        self._cuts = _common_cuts([a for _, a in chosen], self._length)
         self._row_bytes = sum(a.nbytes // a.shape[0] if a.shape[0] else 0 for _, a in chosen)
         if row_column is not None:
             if row_column in {c.name for c in self._columns}:
@@ -265,7 +295,13 @@ class ZarrDatasource(Datasource):
             holds its `(start, stop)` row ranges.
         """
         per_block = self.rows_per_block(data_context)
-        blocks = [(a, min(a + per_block, self._length)) for a in range(0, self._length, per_block)]
+        if self._cuts is not None and self._rows_per_block is None:
+            # Stored objects of different lengths: blocks end where every array's do.
+            blocks = _blocks_on_cuts(self._cuts, per_block)
+        else:
+            blocks = [
+                (a, min(a + per_block, self._length)) for a in range(0, self._length, per_block)
+            ]
         if not blocks:
             return []
         count = max(1, min(int(parallelism), len(blocks)))
