@@ -232,3 +232,27 @@ def test_shards_of_a_grown_rectilinear_grid_keep_zarr_pythons_layout(tmp_path: P
         with zarr.config.set(DEFAULT):
             grid = zarr.open_array(tmp_path / "ours", mode="r").write_chunk_sizes
     assert grid == ((4, 8, 6), (6,))
+
+
+@pytest.mark.skipif(ZARR < (3, 2), reason="zarr-python writes rectilinear grids since 3.2")
+def test_strings_on_a_rectilinear_grid_through_the_pipeline(tmp_path: Path):
+    """Variable-length strings in chunks of different sizes: zarrpipe's pipeline (strict)
+    decodes and encodes each chunk at its own shape, zarr-python's bytes."""
+    words = np.array([[f"w{i}{j}" * (i % 3) for j in range(3)] for i in range(7)])
+    got = {}
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        for name, pipeline in (
+            ("ours", {**OURS, "codec_pipeline.strict": True}),
+            ("theirs", DEFAULT),
+        ):
+            with zarr.config.set(pipeline), warnings.catch_warnings():
+                warnings.simplefilter("error", zarrpipe.FallbackWarning)
+                a = zarr.create_array(
+                    tmp_path / name, shape=(7, 3), dtype=str, chunks=[[2, 4, 1], [1, 2]]
+                )
+                a[...] = words
+                a[1:4, 1] = ["x", "yy", "zzz"]
+                got[name] = zarr.open_array(tmp_path / name, mode="r")[...].tolist()
+    words[1:4, 1] = ["x", "yy", "zzz"]
+    assert got["ours"] == got["theirs"] == words.tolist()
+    assert stored(tmp_path / "ours") == stored(tmp_path / "theirs")
