@@ -181,29 +181,6 @@ impl Compressor for Lzma {
 mod tests {
     use super::*;
 
-    fn codec(json: &str) -> Lzma {
-        let config: Map<String, Value> = serde_json::from_str(json).unwrap();
-        let Ok(Codec::BytesToBytes(_)) = create(&config) else {
-            panic!("{json} should build")
-        };
-        let format = if json.contains(r#""format": 2"#) {
-            Format::Alone
-        } else {
-            Format::Xz
-        };
-        Lzma {
-            format,
-            check: if format == Format::Xz {
-                Check::Crc64
-            } else {
-                Check::None
-            },
-            preset: 6,
-            filters: None,
-            config,
-        }
-    }
-
     fn hex(text: &str) -> Vec<u8> {
         (0..text.len())
             .step_by(2)
@@ -277,11 +254,8 @@ mod tests {
         let fixture = "fd377a585a000004e6d6b4460200210116000000742fe5a3e0001f000e5d003d184abdfc\
                        9656a3e9d0af6640000000001dc2616d38df03f100012a20cb5983741fb6f37d0100\
                        00000004595a";
-        let enc: Vec<u8> = (0..fixture.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&fixture[i..i + 2], 16).unwrap())
-            .collect();
-        let xz = codec("{}");
+        let enc = hex(fixture);
+        let xz = built("{}");
         assert_eq!(xz.encode(&b"zarrpipe".repeat(4)).unwrap(), enc);
         assert_eq!(xz.decode(&enc, 32).unwrap(), b"zarrpipe".repeat(4));
         assert!(xz.decode(&enc, 31).is_err());
@@ -291,7 +265,7 @@ mod tests {
         let bomb = xz.encode(&vec![0u8; 16 << 20]).unwrap();
         assert!(bomb.len() < 8 << 10);
         assert!(xz.decode(&bomb, 1 << 10).is_err());
-        let alone = codec(r#"{"format": 2}"#);
+        let alone = built(r#"{"format": 2}"#);
         let enc = alone.encode(b"zarrpipe").unwrap();
         assert_eq!(alone.decode(&enc, 8).unwrap(), b"zarrpipe");
         assert!(xz.decode(&enc, 8).is_err());
