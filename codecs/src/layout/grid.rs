@@ -71,12 +71,6 @@ impl ChunkGrid {
         }))
     }
 
-    /// The array shape the grid covers.
-    #[must_use]
-    pub fn extent(&self) -> &[u64] {
-        &self.extent
-    }
-
     /// The one chunk shape of a regular grid; `None` for a rectilinear one.
     #[must_use]
     pub fn regular_shape(&self) -> Option<Vec<u64>> {
