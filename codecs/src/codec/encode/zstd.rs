@@ -11,7 +11,11 @@
 //! allocated and faulted in again each time), and zstd 1.5.7's block pre-splitter costs 6 %
 //! more instructions at level 3 on the benchmark's chunks (callgrind: 536 M instead of 505 M
 //! for 8 MiB) for chunks 1.6 % smaller. zarrpipe turns the pre-splitter off, which makes
-//! exactly the frames zstd 1.5.6 makes (numcodecs', so zarr-python's, at the same level).
+//! the frames zstd 1.5.6 makes (numcodecs', so zarr-python's, at the same level) but where
+//! 1.5.7's reworked double-fast search picks another match: identical for the benchmark's
+//! 512 KiB and 4 MiB chunks, 2 bytes shorter for a 32 MiB one. That search, branch-free in
+//! 1.5.7, is also why 1.5.7 compresses about 5 % slower than 1.5.6 on this data (runs log
+//! `benches/results/2026-12-06-writes.md`).
 //!
 //! Spec: <https://zarr-specs.readthedocs.io/en/latest/v3/codecs/zstd/>.
 
