@@ -17,6 +17,7 @@ use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
 use zarrpipe_codecs::layout::shard_order::ShardOrder;
 use zarrpipe_codecs::memory::first_touch;
 use zarrpipe_codecs::memory::out::OutPtr;
+use zarrpipe_codecs::read::fetched::Fetched;
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::select::pick::Pick;
 use zarrpipe_codecs::store::Store as EngineStore;
@@ -82,6 +83,43 @@ fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops
     span.filter(|r| r.end <= layout.len)
 }
 
+/// What the caller fetched of one stored value for `read_fetched`.
+#[derive(FromPyObject)]
+enum FetchedArg {
+    /// The whole value.
+    Whole(PyBackedBytes),
+    /// A shard's encoded index and `(offset, bytes)` ranges of it.
+    Partial(PyBackedBytes, Vec<(u64, PyBackedBytes)>),
+}
+
+/// A read's checked plans into zarr-python's output array.
+struct ReadPlans {
+    plans: Vec<ChunkPlan>,
+    ptr: *mut u8,
+    len: usize,
+    /// The bytes of the output the plans write (see `written_span`).
+    span: Option<std::ops::Range<usize>>,
+}
+
+// SAFETY: `ptr` is the output array's memory, which the caller holds for the whole read
+// and Python does not touch while the engine runs detached (see `read`).
+unsafe impl Send for ReadPlans {}
+
+impl ReadPlans {
+    /// The output, its written span faulted in first: zarr-python's output comes from
+    /// `np.empty`, and its first touch, page by page in the decoding threads, can cost
+    /// seconds on a VM (see `first_touch`).
+    fn faulted_in(&self) -> OutPtr {
+        if let Some(r) = &self.span {
+            // SAFETY: inside the output, which the caller holds and Python does not touch
+            // meanwhile.
+            unsafe { first_touch::populate_keeping(self.ptr.add(r.start), r.len()) };
+        }
+        // SAFETY: as above; the checked plan keeps every write inside it, chunks disjoint.
+        unsafe { OutPtr::new(self.ptr, self.len) }
+    }
+}
+
 fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {
     sel.iter()
         .map(|s| {
@@ -97,6 +135,41 @@ fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {
 fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[u8]>>> {
     list.as_ref()
         .map(|l| l.iter().map(|b| b.as_deref()).collect())
+}
+
+impl PipelineArray {
+    /// The checked plans of a read of `requests` into `out`.
+    fn read_plans(
+        &self,
+        out: &Bound<'_, PyUntypedArray>,
+        requests: Vec<Request<'_>>,
+    ) -> PyResult<ReadPlans> {
+        if out.dtype().itemsize() != self.array.info.dtype.size() {
+            return Err(PyValueError::new_err(
+                "output dtype does not match the array",
+            ));
+        }
+        let (ptr, layout) = numpy_layout(out, true)?;
+        let span = written_span(&requests, &layout);
+        let plans = requests
+            .into_iter()
+            .map(|(key, sel, out_sel, shape)| {
+                self.array
+                    .check_chunk_shape(&shape, &key)
+                    .map_err(to_pyerr)?;
+                let out_sel: Vec<_> = out_sel.into_iter().map(|(a, b)| a..b).collect();
+                ChunkPlan::from_request(key, &shape, &chunk_axes(&sel)?, &out_sel, &layout)
+                    .map_err(to_pyerr)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        check(&plans, &layout, false).map_err(to_pyerr)?;
+        Ok(ReadPlans {
+            plans,
+            ptr,
+            len: layout.len,
+            span,
+        })
+    }
 }
 
 #[pymethods]
@@ -319,46 +392,82 @@ impl PipelineArray {
         requests: Vec<Request<'_>>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
     ) -> PyResult<Vec<bool>> {
-        if out.dtype().itemsize() != self.array.info.dtype.size() {
-            return Err(PyValueError::new_err(
-                "output dtype does not match the array",
-            ));
-        }
         if encoded.is_none() && !self.reads_store() {
             return Err(PyValueError::new_err(
                 "this array's chunks must be passed as bytes",
             ));
         }
-        let (ptr, layout) = numpy_layout(out, true)?;
-        let span = written_span(&requests, &layout);
-        let plans = requests
-            .into_iter()
-            .map(|(key, sel, out_sel, shape)| {
-                self.array
-                    .check_chunk_shape(&shape, &key)
-                    .map_err(to_pyerr)?;
-                let out_sel: Vec<_> = out_sel.into_iter().map(|(a, b)| a..b).collect();
-                ChunkPlan::from_request(key, &shape, &chunk_axes(&sel)?, &out_sel, &layout)
-                    .map_err(to_pyerr)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        check(&plans, &layout, false).map_err(to_pyerr)?;
-        // SAFETY: `out` stays alive (we hold it) and Python does not touch it while we run
-        // detached; the checked plan keeps every write inside it, chunks disjoint.
-        let out = unsafe { OutPtr::new(ptr, layout.len) };
+        let planned = self.read_plans(out, requests)?;
         let array = self.array.clone();
-        let first_touch = span.map(|r| (ptr as usize + r.start, r.len()));
         run(py, move || {
-            if let Some((at, len)) = first_touch {
-                // zarr-python's output comes from `np.empty`: fault it in the way zarrpipe
-                // faults its own buffers (see `first_touch`), or its first touch, page by
-                // page in the decoding threads, can cost seconds on a VM.
-                // SAFETY: inside `out`, which we hold and Python does not touch meanwhile.
-                unsafe { first_touch::populate_keeping(at as *mut u8, len) };
-            }
+            let out = planned.faulted_in();
             let enc = bytes_list(&encoded);
             let source = enc.as_deref().map_or(Source::Store, Source::Supplied);
-            array.read_plan(&plans, &out, source, None)
+            array.read_plan(&planned.plans, &out, source, None)
+        })
+    }
+
+    /// For a read of `requests` into `out` whose bytes the caller fetches: per request, the
+    /// length of its shard's index when the request needs only some of the shard's inner
+    /// chunks (fetch the index, then `inner_ranges`), or None (fetch the whole value); and
+    /// whether indexes sit at the shards' end. None when this array's shards cannot be read
+    /// in part (no sharding, or codecs around the shard).
+    fn partial_shard_indexes(
+        &self,
+        out: &Bound<'_, PyUntypedArray>,
+        requests: Vec<Request<'_>>,
+    ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
+        let planned = self.read_plans(out, requests)?;
+        self.array
+            .partial_shard_indexes(&planned.plans)
+            .map_err(to_pyerr)
+    }
+
+    /// The byte ranges `(start, end)` of each request's shard to fetch, from the shard's
+    /// encoded index (None: the shard is missing); the index is checked.
+    fn inner_ranges(
+        &self,
+        out: &Bound<'_, PyUntypedArray>,
+        requests: Vec<Request<'_>>,
+        indexes: Vec<Option<PyBackedBytes>>,
+    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+        let planned = self.read_plans(out, requests)?;
+        let indexes: Vec<Option<&[u8]>> = indexes.iter().map(|b| b.as_deref()).collect();
+        let ranges = self
+            .array
+            .inner_ranges(&planned.plans, &indexes)
+            .map_err(to_pyerr)?;
+        Ok(ranges
+            .into_iter()
+            .map(|r| r.into_iter().map(|r| (r.start, r.end)).collect())
+            .collect())
+    }
+
+    /// `read` from what the caller fetched per request: None (nothing stored), the whole
+    /// stored bytes, or a shard's `(index, [(offset, bytes), ...])` as `inner_ranges` said.
+    fn read_fetched(
+        &self,
+        py: Python<'_>,
+        out: &Bound<'_, PyUntypedArray>,
+        requests: Vec<Request<'_>>,
+        fetched: Vec<Option<FetchedArg>>,
+    ) -> PyResult<Vec<bool>> {
+        let planned = self.read_plans(out, requests)?;
+        let array = self.array.clone();
+        run(py, move || {
+            let out = planned.faulted_in();
+            let fetched: Vec<Fetched<'_>> = fetched
+                .iter()
+                .map(|f| match f {
+                    None => Fetched::Missing,
+                    Some(FetchedArg::Whole(b)) => Fetched::Whole(b),
+                    Some(FetchedArg::Partial(index, pieces)) => Fetched::Partial {
+                        index,
+                        pieces: pieces.iter().map(|(at, b)| (*at, &b[..])).collect(),
+                    },
+                })
+                .collect();
+            array.read_fetched(&planned.plans, &out, &fetched)
         })
     }
 

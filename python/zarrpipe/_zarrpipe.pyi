@@ -1335,6 +1335,26 @@ class _PipelineArray:
         encoded: list[bytes | None] | None = None,
     ) -> list[bool]:
         """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
+    def partial_shard_indexes(
+        self, out: npt.NDArray[Any], requests: list[_Request]
+    ) -> tuple[list[int | None], bool] | None:
+        """Per request, its shard's index length when it needs only some inner chunks (None:
+        fetch the value whole), and whether indexes sit at the end; None when shards cannot
+        be read in part."""
+    def inner_ranges(
+        self,
+        out: npt.NDArray[Any],
+        requests: list[_Request],
+        indexes: list[bytes | None],
+    ) -> list[list[tuple[int, int]]]:
+        """Per request, the `(start, end)` byte ranges of its shard to fetch, from the index."""
+    def read_fetched(
+        self,
+        out: npt.NDArray[Any],
+        requests: list[_Request],
+        fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None],
+    ) -> list[bool]:
+        """`read` from what was fetched: None, the whole value, or a shard's (index, pieces)."""
     def read_picks(
         self,
         picks: list[tuple[str, Any, tuple[int, ...]]],

@@ -9,6 +9,7 @@
 pub mod cache;
 mod cache_slot;
 mod chunk_picks;
+pub mod fetched;
 pub mod gather;
 mod local;
 pub mod remote;

@@ -25,7 +25,7 @@ use crate::process::fork::ProcessLock;
 use crate::store::response_body;
 
 /// Ranges of one value closer than this are fetched in one request (object_store's default).
-const COALESCE_GAP: u64 = 1 << 20;
+pub(crate) const COALESCE_GAP: u64 = 1 << 20;
 
 /// A merged range stops growing at this size: a longer span is fetched as several requests
 /// at once, since object stores serve each request at a capped rate (AWS suggests ranges of
@@ -34,7 +34,7 @@ pub const MAX_REQUEST: u64 = 8 << 20;
 
 /// `ranges` merged where they overlap or lie closer than `gap`, sorted by start; a range
 /// joins the previous merged one only if that stays within `max_len` bytes (or overlaps it).
-fn coalesce(ranges: &[Range<u64>], gap: u64, max_len: u64) -> Vec<Range<u64>> {
+pub(crate) fn coalesce(ranges: &[Range<u64>], gap: u64, max_len: u64) -> Vec<Range<u64>> {
     let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.end > r.start).cloned().collect();
     sorted.sort_by_key(|r| r.start);
     let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
