@@ -322,7 +322,9 @@ class CodecPipeline(_abc.CodecPipeline):
 
         limit = config.get("async.concurrency")
         indexes, wholes = await asyncio.gather(
-            concurrent_map([(i, index_range(index_lens[i])) for i in some], get, limit),
+            concurrent_map(
+                [(i, index_range(n)) for i, n in enumerate(index_lens) if n is not None], get, limit
+            ),
             self._fetch([(batch[i][0], batch[i][1]) for i in rest]),
         )
         ranges = self._impl.inner_ranges(array, [requests[i] for i in some], list(indexes))
