@@ -202,3 +202,15 @@ def test_shards_of_different_sizes_are_read_in_part(log):
         ("c/1/0", "SuffixByteRequest"),
         ("c/1/0", "RangeByteRequest"),
     ], log
+
+
+def test_an_empty_inner_chunk_entry_is_a_decode_error(log):
+    store, _ = written("end", crc=False)
+    shard = shard_bytes(store, "c/0/0")
+    index_len = 16 * N_INNER
+    index = np.frombuffer(shard[-index_len:], dtype="<u8").copy().reshape(-1, 2)
+    index[0, 1] = 0  # inner chunk (0, 0): zero bytes long
+    bad = shard[:-index_len] + index.tobytes()
+    sync(store.set("c/0/0", Buffer.from_bytes(bad)))
+    with pytest.raises(zarrpipe.DecodeError, match=r"c/0/0"):
+        ours(store)[0:8, 0:10]
