@@ -112,6 +112,54 @@ def test_values_equal_zarr_pythons(index_location, sel, log):
         np.testing.assert_array_equal(zarr.open_array(store, mode="r")[sel], got)
 
 
+PICKS = [
+    ("oindex", ([1, 5, 3], slice(0, 10))),  # integer array inside one inner chunk
+    ("oindex", ([0, 40, 95], [3, 79])),  # integer arrays across shards
+    ("vindex", ([2, 50, 70, 95], [7, 44, 12, 79])),  # points, one in the shard not stored
+    ("mask", None),  # a boolean mask
+    ("step", (slice(1, 30, 7), slice(2, 18, 9))),  # steps inside half of one shard
+]
+
+
+@pytest.mark.parametrize("index_location", ["end", "start"])
+@pytest.mark.parametrize(("kind", "sel"), PICKS, ids=[k for k, _ in PICKS])
+def test_picks_equal_zarr_pythons(index_location, kind, sel, log):
+    store, data = written(index_location)
+    if kind == "mask":
+        sel = np.zeros(SHAPE, dtype=bool)
+        sel[[3, 9, 70], [4, 33, 61]] = True
+
+    def read(arr: Any) -> Any:
+        if kind == "oindex":
+            return arr.oindex[sel]
+        if kind in ("vindex", "mask"):
+            return arr.vindex[sel]
+        return arr[sel]
+
+    got = read(ours(store))
+    with zarr.config.set(DEFAULT):
+        want = read(zarr.open_array(store, mode="r"))
+    np.testing.assert_array_equal(got, want)
+    if kind == "vindex":
+        np.testing.assert_array_equal(got, data[tuple(np.asarray(s) for s in sel)])
+    elif kind == "step":
+        np.testing.assert_array_equal(got, data[sel])
+    # Every shard a pick reads in part is fetched by ranges, never whole.
+    assert not [k for k, r, got_n in log if r is None and got_n is not None and k == "c/0/0"]
+
+
+def test_a_pick_inside_one_inner_chunk_fetches_the_index_and_that_chunk(log):
+    store, data = written()
+    got = ours(store).oindex[[1, 5, 3], 0:10]
+    np.testing.assert_array_equal(got, data[[1, 5, 3], 0:10])
+    whole = len(shard_bytes(store, "c/0/0"))
+    assert [(k, type(r).__name__) for k, r, _ in log] == [
+        ("c/0/0", "SuffixByteRequest"),
+        ("c/0/0", "RangeByteRequest"),
+    ], log
+    assert log[1][2] is not None and log[1][2] < whole // 8
+
+
 @pytest.mark.parametrize("index_location", ["end", "start"])
 def test_one_inner_chunk_fetches_the_index_and_that_chunk(index_location, log):
     store, data = written(index_location)

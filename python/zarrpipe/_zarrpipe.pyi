@@ -1355,10 +1355,21 @@ class _PipelineArray:
         fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None],
     ) -> list[bool]:
         """`read` from what was fetched: None, the whole value, or a shard's (index, pieces)."""
+    def partial_pick_indexes(
+        self, picks: list[tuple[str, Any, tuple[int, ...]]]
+    ) -> tuple[list[int | None], bool] | None:
+        """`partial_shard_indexes` for `read_picks`' picks."""
+    def pick_inner_ranges(
+        self,
+        picks: list[tuple[str, Any, tuple[int, ...]]],
+        indexes: list[bytes | None],
+    ) -> list[list[tuple[int, int]]]:
+        """`inner_ranges` for `read_picks`' picks."""
     def read_picks(
         self,
         picks: list[tuple[str, Any, tuple[int, ...]]],
         encoded: list[bytes | None] | None = None,
+        fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None] | None = None,
     ) -> tuple[list[npt.NDArray[np.uint8]], list[tuple[int, ...]], list[bool]]:
         """Reads `chunk[sel]` for each (key, chunk selection, chunk shape); per pick its
         values as bytes in C order and its shape, and per chunk whether it was present."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -291,7 +291,12 @@ class CodecPipeline(_abc.CodecPipeline):
             return list(await asyncio.to_thread(self._impl.read, array, requests))
         partial = self._impl.partial_shard_indexes(array, requests) if self._sharded else None
         if partial is not None and any(n is not None for n in partial[0]):
-            fetched = await self._fetch_in_part(batch, array, requests, *partial)
+            impl = self._impl
+
+            def ranges(some: list[int], indexes: list[bytes | None]) -> list[Any]:
+                return impl.inner_ranges(array, [requests[i] for i in some], indexes)
+
+            fetched = await self._fetch_in_part(batch, *partial, ranges)
             return list(await asyncio.to_thread(self._impl.read_fetched, array, requests, fetched))
         encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
         return list(await asyncio.to_thread(self._impl.read, array, requests, encoded))
@@ -299,16 +304,15 @@ class CodecPipeline(_abc.CodecPipeline):
     async def _fetch_in_part(
         self,
         batch: list[BatchInfo],
-        array: Any,
-        requests: list[Any],
         index_lens: list[int | None],
         at_end: bool,
+        ranges_of: Callable[[list[int], list[bytes | None]], list[list[tuple[int, int]]]],
     ) -> list[Any]:
-        """What `read_fetched` takes, from a store zarrpipe does not reach: a shard that a
-        request needs only part of is fetched as its index, then the byte ranges of the
-        inner chunks it needs (nearby ones merged), as zarr-python's sharding codec does;
-        every other chunk or shard whole."""
-        assert self._impl is not None
+        """What `read_fetched` (and `read_picks`) take, from a store zarrpipe does not
+        reach: a shard that a request needs only part of is fetched as its index, then the
+        byte ranges of the inner chunks it needs (nearby ones merged; `ranges_of(items,
+        indexes)` asks the engine), as zarr-python's sharding codec does; every other chunk
+        or shard whole."""
         some = [i for i, n in enumerate(index_lens) if n is not None]
         rest = [i for i, n in enumerate(index_lens) if n is None]
 
@@ -327,7 +331,7 @@ class CodecPipeline(_abc.CodecPipeline):
             ),
             self._fetch([(batch[i][0], batch[i][1]) for i in rest]),
         )
-        ranges = self._impl.inner_ranges(array, [requests[i] for i in some], list(indexes))
+        ranges = ranges_of(some, list(indexes))
         jobs = [(k, start, end) for k, rs in enumerate(ranges) for start, end in rs]
 
         async def piece(k: int, start: int, end: int) -> bytes | None:
@@ -368,8 +372,7 @@ class CodecPipeline(_abc.CodecPipeline):
             if self._reads_store(batch):
                 found = await asyncio.to_thread(self._impl.read_picks, requests)
             else:
-                encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
-                found = await asyncio.to_thread(self._impl.read_picks, requests, encoded)
+                found = await self._read_picks_fetched(batch, requests)
         except (IndexError, TypeError):
             return None  # a chunk selection the engine does not take
         values, shapes, present = found
@@ -378,6 +381,22 @@ class CodecPipeline(_abc.CodecPipeline):
             piece = raw.view(native).reshape(shape)
             out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
         return list(present)
+
+    async def _read_picks_fetched(self, batch: list[BatchInfo], requests: list[Any]) -> Any:
+        """`read_picks` from a store the engine does not reach: shards a pick needs only
+        part of are fetched in part (see `_fetch_in_part`), every other value whole."""
+        impl = self._impl
+        assert impl is not None
+        partial = impl.partial_pick_indexes(requests) if self._sharded else None
+        if partial is None or all(n is None for n in partial[0]):
+            encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
+            return await asyncio.to_thread(impl.read_picks, requests, encoded)
+
+        def ranges(some: list[int], indexes: list[bytes | None]) -> list[Any]:
+            return impl.pick_inner_ranges([requests[i] for i in some], indexes)
+
+        fetched = await self._fetch_in_part(batch, *partial, ranges)
+        return await asyncio.to_thread(impl.read_picks, requests, None, fetched)
 
     # ------------------------------------------------------------------ writes
 

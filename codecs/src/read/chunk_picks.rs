@@ -46,14 +46,17 @@ impl Array {
         source: Source<'_>,
     ) -> Result<(Vec<Vec<u8>>, Vec<bool>)> {
         let elem = self.info.dtype.size();
-        if let Source::Supplied(list) = source {
-            if list.len() != picks.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "{} stored values for {} chunk selections",
-                    list.len(),
-                    picks.len()
-                )));
-            }
+        let supplied = match source {
+            Source::Store => None,
+            Source::Supplied(list) => Some(list.len()),
+            Source::Fetched(list) => Some(list.len()),
+        };
+        if supplied.is_some_and(|n| n != picks.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "{} stored values for {} chunk selections",
+                supplied.unwrap_or(0),
+                picks.len()
+            )));
         }
         let planned = picks
             .iter()
@@ -117,6 +120,35 @@ impl Array {
             }
         }
         Ok((outs, present))
+    }
+
+    /// The part of its chunk each pick's read decodes (the box of its wanted elements), or
+    /// `None` for a pick that selects nothing: what `partial_shard_indexes` and
+    /// `inner_ranges` take.
+    pub fn chunk_pick_placements(
+        &self,
+        picks: &[(String, Vec<u64>, Pick)],
+    ) -> Result<Vec<Option<Placement>>> {
+        let elem = self.info.dtype.size();
+        picks
+            .iter()
+            .map(|(key, shape, pick)| {
+                let planned = self.plan_chunk_pick(key, shape, pick, elem)?;
+                Ok(planned.item.map(|item| Placement {
+                    chunk_shape: shape.clone(),
+                    out_strides: c_strides(
+                        &item
+                            .bbox
+                            .iter()
+                            .map(|r| r.end - r.start)
+                            .collect::<Vec<_>>(),
+                        elem,
+                    ),
+                    want: item.bbox,
+                    out_offset: 0,
+                }))
+            })
+            .collect()
     }
 
     /// Groups `pick` by the chunk (the whole grid: one group per factor) and finds its box.
@@ -207,6 +239,7 @@ impl Array {
         let layout = OutLayout::c_order(&[(bytes / elem) as u64], elem);
         let mut plans = Vec::with_capacity(batch.len());
         let mut supplied = Vec::with_capacity(batch.len());
+        let mut fetched = Vec::with_capacity(batch.len());
         let mut at = 0u64;
         for &i in batch {
             let p = &planned[i];
@@ -224,8 +257,10 @@ impl Array {
                 },
                 out_box: std::iter::once(at..at + n).collect(),
             });
-            if let Source::Supplied(list) = source {
-                supplied.push(list[i]);
+            match source {
+                Source::Store => {}
+                Source::Supplied(list) => supplied.push(list[i]),
+                Source::Fetched(list) => fetched.push(list[i].clone()),
             }
             at += n;
         }
@@ -233,6 +268,7 @@ impl Array {
         let source = match source {
             Source::Store => Source::Store,
             Source::Supplied(_) => Source::Supplied(&supplied),
+            Source::Fetched(_) => Source::Fetched(&fetched),
         };
         // SAFETY: `scratch` has capacity `bytes` and outlives `out`; the checked plan gives
         // every box its own part of it.

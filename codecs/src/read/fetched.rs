@@ -2,8 +2,8 @@
 //! memory and fsspec stores), zarr-python moves the bytes. A shard of which a read needs only
 //! some inner chunks is then fetched as its index and the byte ranges of those inner chunks
 //! (the ranges nearby merged, as for object stores), not whole: `partial_shard_indexes` says
-//! which plan items can, `inner_ranges` which ranges to fetch once the indexes are in, and
-//! `read_fetched` decodes from what was fetched.
+//! which reads can, `inner_ranges` which ranges to fetch once the indexes are in, and a read
+//! from `Source::Fetched` decodes from what was fetched (boxes and picks alike).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -11,16 +11,19 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::array::Array;
+use crate::codec::chain::ChunkChain;
 use crate::codec::chain::Sharding;
+use crate::codec::decode::bytes_codecs::DecodeError;
 use crate::codec::decode::sharding::{decode_inner, inner_parts, ShardIndex};
 use crate::codec::decode::{decode_chunk, ChunkTarget};
 use crate::error::{Error, Result};
+use crate::layout::placement::Placement;
 use crate::layout::plan::ChunkPlan;
-use crate::memory::out::OutPtr;
 use crate::store::ranged::ByteSource;
 use crate::store::remote::{coalesce, COALESCE_GAP, MAX_REQUEST};
 
 /// What the caller fetched for one plan item.
+#[derive(Clone)]
 pub enum Fetched<'a> {
     /// Nothing is stored under the key: the item reads as the fill value.
     Missing,
@@ -87,58 +90,58 @@ fn parse_index(spec: &Sharding, raw: &[u8], n: u64, key: &str) -> Result<ShardIn
 }
 
 impl Array {
-    /// Whether each plan item's shard can be fetched in part: per item the length of its
-    /// shard's index where the item needs only some of the shard's inner chunks (`None`:
-    /// it needs all of them, fetch the shard whole), and whether indexes sit at the end.
-    /// `None` overall when this array's chunks are not plain shards (no sharding, or codecs
-    /// around the shard).
+    /// Whether each placement's shard can be fetched in part: per placement the length of
+    /// its shard's index where it needs only some of the shard's inner chunks (`None`: it
+    /// needs all of them, or reads nothing; fetch the value whole), and whether indexes sit
+    /// at the end. `None` overall when this array's chunks are not plain shards (no
+    /// sharding, or codecs around the shard).
     pub fn partial_shard_indexes(
         &self,
-        plans: &[ChunkPlan],
+        placements: &[Option<&Placement>],
     ) -> Result<Option<(Vec<Option<u64>>, bool)>> {
         let Some(spec) = self.chain()?.plain_sharding() else {
             return Ok(None);
         };
-        let lens = plans
+        let lens = placements
             .iter()
-            .map(|plan| {
-                let grid = spec.grid(&plan.placement.chunk_shape);
-                let n: u64 = grid.iter().product();
-                let touched = inner_parts(spec, &plan.placement).len() as u64;
+            .map(|placement| {
+                let placement = (*placement)?;
+                let n: u64 = spec.grid(&placement.chunk_shape).iter().product();
+                let touched = inner_parts(spec, placement).len() as u64;
                 (touched < n).then(|| spec.index_len(n))
             })
             .collect();
         Ok(Some((lens, spec.index_at_end)))
     }
 
-    /// The byte ranges of the inner chunks each plan item needs, from its shard's encoded
+    /// The byte ranges of the inner chunks each placement needs, from its shard's encoded
     /// index (`None`: the shard is missing, no ranges), merged where they are near. Every
     /// index is checked as a read checks it.
     pub fn inner_ranges(
         &self,
-        plans: &[ChunkPlan],
+        wanted: &[(&str, Option<&Placement>)],
         indexes: &[Option<&[u8]>],
     ) -> Result<Vec<Vec<Range<u64>>>> {
         let spec = self.chain()?.plain_sharding().ok_or_else(|| {
             Error::InvalidArgument("this array's chunks are not plain shards".into())
         })?;
-        if indexes.len() != plans.len() {
+        if indexes.len() != wanted.len() {
             return Err(Error::InvalidArgument(format!(
                 "{} shard indexes for {} chunks",
                 indexes.len(),
-                plans.len()
+                wanted.len()
             )));
         }
-        plans
+        wanted
             .iter()
             .zip(indexes)
-            .map(|(plan, raw)| {
-                let Some(raw) = raw else {
+            .map(|(&(key, placement), raw)| {
+                let (Some(raw), Some(placement)) = (raw, placement) else {
                     return Ok(Vec::new());
                 };
-                let n: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
-                let index = parse_index(spec, raw, n, &plan.key)?;
-                let wanted: Vec<Range<u64>> = inner_parts(spec, &plan.placement)
+                let n: u64 = spec.grid(&placement.chunk_shape).iter().product();
+                let index = parse_index(spec, raw, n, key)?;
+                let wanted: Vec<Range<u64>> = inner_parts(spec, placement)
                     .iter()
                     .filter_map(|part| index.entry(part.linear))
                     .map(|(offset, nbytes)| offset..offset + nbytes)
@@ -147,69 +150,43 @@ impl Array {
             })
             .collect()
     }
+}
 
-    /// Decodes every item of a checked plan into `out` from what the caller fetched for it;
-    /// returns per item whether its chunk or shard is stored.
-    pub fn read_fetched(
-        &self,
-        plans: &[ChunkPlan],
-        out: &OutPtr,
-        fetched: &[Fetched<'_>],
-    ) -> Result<Vec<bool>> {
-        let chain = self.chain()?;
-        if fetched.len() != plans.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} fetched chunks for {} chunks",
-                fetched.len(),
-                plans.len()
-            )));
+/// Decodes the wanted part of one plan item from what the caller fetched for it; whether
+/// its chunk or shard is stored.
+pub(crate) fn decode_fetched(
+    chain: &ChunkChain,
+    plan: &ChunkPlan,
+    fetched: &Fetched<'_>,
+    target: &ChunkTarget<'_>,
+) -> Result<bool> {
+    match fetched {
+        Fetched::Missing => plan
+            .placement
+            .fill(target.out, target.fill)
+            .map(|()| false)
+            .map_err(|e| DecodeError::from(e).at(&plan.key)),
+        Fetched::Whole(encoded) => {
+            decode_chunk(chain, encoded, &plan.placement, target, &plan.key).map(|()| true)
         }
-        let out = &out.streaming_if_large();
-        let target = ChunkTarget {
-            threads: crate::process::pool::codec_threads(plans.len() as u64),
-            out,
-            elem: self.info.dtype.size(),
-            fill: &self.info.fill_value,
-        };
-        let stop = crate::process::interrupt::Stop::current();
-        let one = |(plan, fetched): (&ChunkPlan, &Fetched<'_>)| -> Result<bool> {
-            stop.check()?;
-            match fetched {
-                Fetched::Missing => plan
-                    .placement
-                    .fill(out, target.fill)
-                    .map(|()| false)
-                    .map_err(|e| {
-                        crate::codec::decode::bytes_codecs::DecodeError::from(e).at(&plan.key)
-                    }),
-                Fetched::Whole(encoded) => {
-                    decode_chunk(chain, encoded, &plan.placement, &target, &plan.key).map(|()| true)
-                }
-                Fetched::Partial { index, pieces } => {
-                    let spec = chain.plain_sharding().ok_or_else(|| {
-                        Error::InvalidArgument("this array's chunks are not plain shards".into())
-                    })?;
-                    let n: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
-                    let index = parse_index(spec, index, n, &plan.key)?;
-                    let src = Pieces {
-                        key: &plan.key,
-                        pieces,
-                    };
-                    let parts = inner_parts(spec, &plan.placement);
-                    let decode = |part| decode_inner(spec, &src, &index, part, &target, &plan.key);
-                    if parts.len() > 1 && crate::process::pool::parallel_allowed() {
-                        parts.par_iter().try_for_each(decode)?;
-                    } else {
-                        parts.iter().try_for_each(decode)?;
-                    }
-                    Ok(true)
-                }
+        Fetched::Partial { index, pieces } => {
+            let spec = chain.plain_sharding().ok_or_else(|| {
+                Error::InvalidArgument("this array's chunks are not plain shards".into())
+            })?;
+            let n: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
+            let index = parse_index(spec, index, n, &plan.key)?;
+            let src = Pieces {
+                key: &plan.key,
+                pieces,
+            };
+            let parts = inner_parts(spec, &plan.placement);
+            let decode = |part| decode_inner(spec, &src, &index, part, target, &plan.key);
+            if parts.len() > 1 && crate::process::pool::parallel_allowed() {
+                parts.par_iter().try_for_each(decode)?;
+            } else {
+                parts.iter().try_for_each(decode)?;
             }
-        };
-        if plans.len() == 1 {
-            plans.iter().zip(fetched).map(one).collect()
-        } else {
-            plans.par_iter().zip(fetched).map(one).collect()
+            Ok(true)
         }
     }
 }

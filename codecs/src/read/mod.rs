@@ -43,6 +43,8 @@ pub enum Source<'a> {
     Store,
     /// The caller's bytes, one per plan item (`None`: the chunk is missing).
     Supplied(&'a [Option<&'a [u8]>]),
+    /// What the caller fetched, one per plan item: shards possibly in part.
+    Fetched(&'a [fetched::Fetched<'a>]),
 }
 
 /// One chunk read by [`Array::read_chunks`].
@@ -163,14 +165,17 @@ impl Array {
             elem: self.info.dtype.size(),
             fill: &self.info.fill_value,
         };
-        if let Source::Supplied(bytes) = source {
-            if bytes.len() != plans.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "{} encoded chunks for {} chunks",
-                    bytes.len(),
-                    plans.len()
-                )));
-            }
+        let supplied = match source {
+            Source::Store => None,
+            Source::Supplied(bytes) => Some(bytes.len()),
+            Source::Fetched(fetched) => Some(fetched.len()),
+        };
+        if supplied.is_some_and(|n| n != plans.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "{} encoded chunks for {} chunks",
+                supplied.unwrap_or(0),
+                plans.len()
+            )));
         }
         if let (Source::Store, Some(remote)) = (source, self.store.remote()) {
             return crate::read::remote::read_remote(self, remote, chain, plans, &target, cache);
@@ -190,6 +195,9 @@ impl Array {
                         .map(|()| false)
                         .map_err(|e| DecodeError::from(e).at(&plan.key)),
                 },
+                Source::Fetched(fetched) => {
+                    fetched::decode_fetched(chain, plan, &fetched[i], &target)
+                }
                 Source::Store => self.read_cached(chain, plan, &target, cache),
             }
         };

@@ -13,22 +13,23 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use zarrpipe_codecs::array::Array as EngineArray;
+use zarrpipe_codecs::layout::placement::Placement;
 use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
 use zarrpipe_codecs::layout::shard_order::ShardOrder;
-use zarrpipe_codecs::memory::first_touch;
-use zarrpipe_codecs::memory::out::OutPtr;
-use zarrpipe_codecs::read::fetched::Fetched;
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::select::pick::Pick;
 use zarrpipe_codecs::store::Store as EngineStore;
 use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
+mod fetched;
+
 use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::selection::chunk_pick;
 use crate::store::Store as PyStore;
+use fetched::{fetched_list, FetchedArg, ReadPlans};
 
 /// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
 /// an int or a (start, stop) range, per output axis a (start, stop) range, and the stored
@@ -83,43 +84,6 @@ fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops
     span.filter(|r| r.end <= layout.len)
 }
 
-/// What the caller fetched of one stored value for `read_fetched`.
-#[derive(FromPyObject)]
-enum FetchedArg {
-    /// The whole value.
-    Whole(PyBackedBytes),
-    /// A shard's encoded index and `(offset, bytes)` ranges of it.
-    Partial(PyBackedBytes, Vec<(u64, PyBackedBytes)>),
-}
-
-/// A read's checked plans into zarr-python's output array.
-struct ReadPlans {
-    plans: Vec<ChunkPlan>,
-    ptr: *mut u8,
-    len: usize,
-    /// The bytes of the output the plans write (see `written_span`).
-    span: Option<std::ops::Range<usize>>,
-}
-
-// SAFETY: `ptr` is the output array's memory, which the caller holds for the whole read
-// and Python does not touch while the engine runs detached (see `read`).
-unsafe impl Send for ReadPlans {}
-
-impl ReadPlans {
-    /// The output, its written span faulted in first: zarr-python's output comes from
-    /// `np.empty`, and its first touch, page by page in the decoding threads, can cost
-    /// seconds on a VM (see `first_touch`).
-    fn faulted_in(&self) -> OutPtr {
-        if let Some(r) = &self.span {
-            // SAFETY: inside the output, which the caller holds and Python does not touch
-            // meanwhile.
-            unsafe { first_touch::populate_keeping(self.ptr.add(r.start), r.len()) };
-        }
-        // SAFETY: as above; the checked plan keeps every write inside it, chunks disjoint.
-        unsafe { OutPtr::new(self.ptr, self.len) }
-    }
-}
-
 fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {
     sel.iter()
         .map(|s| {
@@ -138,6 +102,39 @@ fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[
 }
 
 impl PipelineArray {
+    /// Each pick's key and the part of its chunk its read decodes (None: nothing).
+    fn pick_placements(
+        &self,
+        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+    ) -> PyResult<Vec<(String, Option<Placement>)>> {
+        let picks = picks
+            .into_iter()
+            .map(|(key, sel, shape)| {
+                let (pick, _) = chunk_pick(&shape, &sel)?;
+                Ok((key, shape, pick))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let placements = self.array.chunk_pick_placements(&picks).map_err(to_pyerr)?;
+        Ok(picks.into_iter().map(|p| p.0).zip(placements).collect())
+    }
+
+    /// `inner_ranges` of the engine, as Python takes them.
+    fn ranges_of(
+        &self,
+        wanted: &[(&str, Option<&Placement>)],
+        indexes: &[Option<PyBackedBytes>],
+    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+        let indexes: Vec<Option<&[u8]>> = indexes.iter().map(|b| b.as_deref()).collect();
+        let ranges = self
+            .array
+            .inner_ranges(wanted, &indexes)
+            .map_err(to_pyerr)?;
+        Ok(ranges
+            .into_iter()
+            .map(|r| r.into_iter().map(|r| (r.start, r.end)).collect())
+            .collect())
+    }
+
     /// The checked plans of a read of `requests` into `out`.
     fn read_plans(
         &self,
@@ -334,14 +331,15 @@ impl PipelineArray {
     /// pick a fresh 1-D uint8 array of its values in C order and the shape `chunk[sel]` has
     /// (the caller views the bytes as the array's dtype), and whether each chunk is stored;
     /// `encoded` as for `read`.
-    #[pyo3(signature = (picks, encoded = None))]
+    #[pyo3(signature = (picks, encoded = None, fetched = None))]
     fn read_picks<'py>(
         &self,
         py: Python<'py>,
         picks: Vec<(String, Bound<'py, PyAny>, Vec<u64>)>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
+        fetched: Option<Vec<Option<FetchedArg>>>,
     ) -> PyResult<PickValues<'py>> {
-        if encoded.is_none() && !self.reads_store() {
+        if encoded.is_none() && fetched.is_none() && !self.reads_store() {
             return Err(PyValueError::new_err(
                 "this array's chunks must be passed as bytes",
             ));
@@ -362,7 +360,12 @@ impl PipelineArray {
         let array = self.array.clone();
         let (values, present) = run(py, move || {
             let enc = bytes_list(&encoded);
-            let source = enc.as_deref().map_or(Source::Store, Source::Supplied);
+            let fetched = fetched.as_deref().map(fetched_list);
+            let source = match (&enc, &fetched) {
+                (_, Some(f)) => Source::Fetched(f),
+                (Some(e), None) => Source::Supplied(e),
+                (None, None) => Source::Store,
+            };
             array.read_chunk_picks(&picks, source)
         })?;
         Ok((
@@ -418,8 +421,9 @@ impl PipelineArray {
         requests: Vec<Request<'_>>,
     ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
         let planned = self.read_plans(out, requests)?;
+        let placements: Vec<_> = planned.plans.iter().map(|p| Some(&p.placement)).collect();
         self.array
-            .partial_shard_indexes(&planned.plans)
+            .partial_shard_indexes(&placements)
             .map_err(to_pyerr)
     }
 
@@ -432,15 +436,10 @@ impl PipelineArray {
         indexes: Vec<Option<PyBackedBytes>>,
     ) -> PyResult<Vec<Vec<(u64, u64)>>> {
         let planned = self.read_plans(out, requests)?;
-        let indexes: Vec<Option<&[u8]>> = indexes.iter().map(|b| b.as_deref()).collect();
-        let ranges = self
-            .array
-            .inner_ranges(&planned.plans, &indexes)
-            .map_err(to_pyerr)?;
-        Ok(ranges
-            .into_iter()
-            .map(|r| r.into_iter().map(|r| (r.start, r.end)).collect())
-            .collect())
+        let wanted: Vec<_> = (planned.plans.iter())
+            .map(|p| (p.key.as_str(), Some(&p.placement)))
+            .collect();
+        self.ranges_of(&wanted, &indexes)
     }
 
     /// `read` from what the caller fetched per request: None (nothing stored), the whole
@@ -456,19 +455,34 @@ impl PipelineArray {
         let array = self.array.clone();
         run(py, move || {
             let out = planned.faulted_in();
-            let fetched: Vec<Fetched<'_>> = fetched
-                .iter()
-                .map(|f| match f {
-                    None => Fetched::Missing,
-                    Some(FetchedArg::Whole(b)) => Fetched::Whole(b),
-                    Some(FetchedArg::Partial(index, pieces)) => Fetched::Partial {
-                        index,
-                        pieces: pieces.iter().map(|(at, b)| (*at, &b[..])).collect(),
-                    },
-                })
-                .collect();
-            array.read_fetched(&planned.plans, &out, &fetched)
+            let fetched = fetched_list(&fetched);
+            array.read_plan(&planned.plans, &out, Source::Fetched(&fetched), None)
         })
+    }
+
+    /// `partial_shard_indexes` for `read_picks`' picks.
+    fn partial_pick_indexes(
+        &self,
+        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+    ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
+        let placements = self.pick_placements(picks)?;
+        let placements: Vec<_> = placements.iter().map(|(_, p)| p.as_ref()).collect();
+        self.array
+            .partial_shard_indexes(&placements)
+            .map_err(to_pyerr)
+    }
+
+    /// `inner_ranges` for `read_picks`' picks.
+    fn pick_inner_ranges(
+        &self,
+        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+        indexes: Vec<Option<PyBackedBytes>>,
+    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+        let placements = self.pick_placements(picks)?;
+        let wanted: Vec<_> = (placements.iter())
+            .map(|(key, p)| (key.as_str(), p.as_ref()))
+            .collect();
+        self.ranges_of(&wanted, &indexes)
     }
 
     /// Encodes the chunks of `requests` (key, chunk part, value part) from `value`. Old
