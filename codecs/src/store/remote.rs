@@ -53,6 +53,17 @@ pub(crate) fn coalesce(ranges: &[Range<u64>], gap: u64, max_len: u64) -> Vec<Ran
     out
 }
 
+/// What [`Remote::get_ranges_each_if`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RangesFound {
+    /// Every range was handed over (or the caller stopped taking them).
+    Done,
+    /// The value does not exist.
+    Missing,
+    /// The value is no longer the version asked for.
+    Changed,
+}
+
 /// The requests of one read in flight at once: each holds a permit while it runs, so that
 /// splitting shards into ranges never multiplies the read's `concurrency`.
 pub struct InFlight(tokio::sync::Semaphore);
@@ -399,8 +410,28 @@ impl Remote {
         key: &str,
         ranges: &[Range<u64>],
         limit: Option<&InFlight>,
-        mut each: impl FnMut(usize, Bytes) -> bool,
+        each: impl FnMut(usize, Bytes) -> bool,
     ) -> Result<Option<()>> {
+        match self
+            .get_ranges_each_if(key, ranges, limit, None, each)
+            .await?
+        {
+            RangesFound::Done => Ok(Some(())),
+            RangesFound::Missing => Ok(None),
+            RangesFound::Changed => Err(Error::corrupt(key, "the value changed while it was read")),
+        }
+    }
+
+    /// [`Self::get_ranges_each`], each request on condition that the value's ETag is still
+    /// `if_match` (when given): `Changed` once one is refused because it is not.
+    pub async fn get_ranges_each_if(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        limit: Option<&InFlight>,
+        if_match: Option<&str>,
+        mut each: impl FnMut(usize, Bytes) -> bool,
+    ) -> Result<RangesFound> {
         let merged = coalesce(ranges, COALESCE_GAP, MAX_REQUEST);
         // Every range lies inside exactly one merged range (merged ranges are disjoint and
         // sorted): the first that ends at or after it.
@@ -408,7 +439,7 @@ impl Remote {
         for (i, r) in ranges.iter().enumerate() {
             if r.end <= r.start {
                 if !each(i, Bytes::new()) {
-                    return Ok(Some(()));
+                    return Ok(RangesFound::Done);
                 }
                 continue;
             }
@@ -428,6 +459,7 @@ impl Remote {
                     self.counts.gets.fetch_add(1, Ordering::Relaxed);
                     let options = GetOptions {
                         range: Some(GetRange::Bounded(r.clone())),
+                        if_match: if_match.map(str::to_owned),
                         ..GetOptions::default()
                     };
                     let got = match self.store.get_opts(path, options).await {
@@ -441,7 +473,8 @@ impl Remote {
         while let Some((j, fetched)) = pending.next().await {
             let part = match fetched {
                 Ok(part) => part,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(object_store::Error::NotFound { .. }) => return Ok(RangesFound::Missing),
+                Err(object_store::Error::Precondition { .. }) => return Ok(RangesFound::Changed),
                 Err(e) => return Err(storage_error(key, e)),
             };
             let m = &merged[j];
@@ -455,11 +488,11 @@ impl Remote {
                 let r = &ranges[i];
                 let bytes = part.slice((r.start - m.start) as usize..(r.end - m.start) as usize);
                 if !each(i, bytes) {
-                    return Ok(Some(()));
+                    return Ok(RangesFound::Done);
                 }
             }
         }
-        Ok(Some(()))
+        Ok(RangesFound::Done)
     }
 
     /// A shard's index (`len` bytes at its end or start) and the shard's length, in one
@@ -470,6 +503,17 @@ impl Remote {
         at_end: bool,
         len: u64,
     ) -> Result<Option<(Bytes, u64)>> {
+        let found = self.get_index_tagged(key, at_end, len).await?;
+        Ok(found.map(|(bytes, size, _)| (bytes, size)))
+    }
+
+    /// [`Self::get_index`], and the shard's ETag when the store gives one.
+    pub async fn get_index_tagged(
+        &self,
+        key: &str,
+        at_end: bool,
+        len: u64,
+    ) -> Result<Option<(Bytes, u64, Option<String>)>> {
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
         let range = if at_end {
             GetRange::Suffix(len)
@@ -488,11 +532,12 @@ impl Remote {
             Err(e) => return Err(storage_error(key, e)),
         };
         let size = result.meta.size;
+        let tag = result.meta.e_tag.clone();
         let bytes = result.bytes().await.map_err(|e| storage_error(key, e))?;
         self.counts
             .bytes
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Ok(Some((bytes, size)))
+        Ok(Some((bytes, size, tag)))
     }
 
     /// The size of the value at `key`, or `None` if it does not exist.
@@ -574,6 +619,42 @@ mod tests {
             .block_on(async move { r.put("v", Bytes::from(value)).await })
             .unwrap();
         remote
+    }
+
+    #[test]
+    fn ranges_asked_for_an_older_version_come_back_changed() {
+        let remote = in_memory(vec![1; 64]);
+        let r = remote.clone();
+        let (before, after, now) = remote
+            .block_on(async move {
+                let (_, _, tag) = r.get_index_tagged("v", true, 16).await?.expect("stored");
+                r.put("v", Bytes::from(vec![2; 80])).await?;
+                let (_, _, new_tag) = r.get_index_tagged("v", true, 16).await?.expect("stored");
+                let ask = |tag: Option<String>| {
+                    let r = r.clone();
+                    async move {
+                        let mut got = Vec::new();
+                        let found = r
+                            .get_ranges_each_if(
+                                "v",
+                                std::slice::from_ref(&(0..4)),
+                                None,
+                                tag.as_deref(),
+                                |_, b| {
+                                    got.push(b);
+                                    true
+                                },
+                            )
+                            .await?;
+                        Ok::<_, Error>((found, got))
+                    }
+                };
+                Ok((ask(tag).await?, ask(new_tag).await?, ask(None).await?))
+            })
+            .unwrap();
+        assert_eq!(before, (RangesFound::Changed, vec![]));
+        assert_eq!(after, (RangesFound::Done, vec![Bytes::from(vec![2; 4])]));
+        assert_eq!(now.0, RangesFound::Done);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::codec::decode::sharding::{inner_chunk_name, ShardIndex};
 use crate::error::{Error, Result};
 use crate::read::stored_limit;
 use crate::store::ranged::InMemory;
-use crate::store::remote::{InFlight, Remote};
+use crate::store::remote::{InFlight, RangesFound, Remote};
 use crate::store::response_body::ArrivingBody;
 
 use super::{Fetch, Part, Piece, Want, WholeShard};
@@ -103,6 +103,10 @@ pub(super) async fn fetch_one(
     }
 }
 
+/// How many times a shard read in part starts again because the shard was replaced while it
+/// was read.
+const CHANGED_RETRIES: usize = 3;
+
 /// What [`fetch_inner`] did with the parts it was given.
 enum Inner {
     /// Handed them over (false: the receiver stopped taking them).
@@ -119,56 +123,73 @@ async fn fetch_inner(
     spec: &Sharding,
     key: &str,
     n: u64,
-    parts: Vec<Part>,
+    mut parts: Vec<Part>,
     limit: &InFlight,
     shard_limit: Option<u64>,
     mut deliver: impl FnMut(Part, Option<Bytes>) -> bool,
 ) -> Result<Inner> {
-    let index = {
-        let _slot = limit.slot().await;
-        remote
-            .get_index(key, spec.index_at_end, spec.index_len(n))
-            .await?
-    };
-    let Some((index_bytes, shard_len)) = index else {
-        return Ok(Inner::Missing(parts));
-    };
-    if shard_limit.is_some_and(|limit| shard_len > limit) {
-        return Err(too_long(key, shard_len));
-    }
-    // Parse the index as if it sat in a shard of the real length (offsets are checked
-    // against that length).
-    let index =
-        ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n).map_err(|e| e.at(key))?;
-    let mut stored = Vec::new();
-    let mut ranges = Vec::new();
-    for p in parts {
-        match index.entry(p.part.linear) {
-            Some((o, l)) => {
-                stored.push(Some(p));
-                ranges.push(o..o + l);
-            }
-            None => {
-                if !deliver(p, None) {
-                    return Ok(Inner::Delivered(false));
+    // The ranges are asked for on condition that the shard is still the one whose index
+    // was read (`If-Match` its ETag): a shard replaced in between would otherwise be read
+    // with the old index. Then the parts not handed over yet start again from the new
+    // index: each inner chunk comes whole from one version of the shard.
+    for _ in 0..=CHANGED_RETRIES {
+        let index = {
+            let _slot = limit.slot().await;
+            remote
+                .get_index_tagged(key, spec.index_at_end, spec.index_len(n))
+                .await?
+        };
+        let Some((index_bytes, shard_len, tag)) = index else {
+            return Ok(Inner::Missing(parts));
+        };
+        if shard_limit.is_some_and(|limit| shard_len > limit) {
+            return Err(too_long(key, shard_len));
+        }
+        // Parse the index as if it sat in a shard of the real length (offsets are checked
+        // against that length).
+        let index = ShardIndex::from_index_bytes(spec, &index_bytes, shard_len, n)
+            .map_err(|e| e.at(key))?;
+        let mut stored = Vec::new();
+        let mut ranges = Vec::new();
+        for p in parts {
+            match index.entry(p.part.linear) {
+                Some((o, l)) => {
+                    stored.push(Some(p));
+                    ranges.push(o..o + l);
+                }
+                None => {
+                    if !deliver(p, None) {
+                        return Ok(Inner::Delivered(false));
+                    }
                 }
             }
         }
+        if ranges.is_empty() {
+            return Ok(Inner::Delivered(true));
+        }
+        let mut go_on = true;
+        let found = remote
+            .get_ranges_each_if(key, &ranges, Some(limit), tag.as_deref(), |i, bytes| {
+                go_on = stored[i].take().is_some_and(|p| deliver(p, Some(bytes)));
+                go_on
+            })
+            .await?;
+        match found {
+            RangesFound::Done => return Ok(Inner::Delivered(go_on)),
+            RangesFound::Missing => {
+                return Err(Error::corrupt(key, "shard vanished while reading"))
+            }
+            RangesFound::Changed if !go_on => return Ok(Inner::Delivered(false)),
+            RangesFound::Changed => parts = stored.into_iter().flatten().collect(),
+        }
     }
-    if ranges.is_empty() {
-        return Ok(Inner::Delivered(true));
-    }
-    let mut go_on = true;
-    let found = remote
-        .get_ranges_each(key, &ranges, Some(limit), |i, bytes| {
-            go_on = stored[i].take().is_some_and(|p| deliver(p, Some(bytes)));
-            go_on
-        })
-        .await?;
-    match found {
-        Some(()) => Ok(Inner::Delivered(go_on)),
-        None => Err(Error::corrupt(key, "shard vanished while reading")),
-    }
+    Err(Error::corrupt(
+        key,
+        format!(
+            "the shard changed {} times while it was read; read again",
+            CHANGED_RETRIES + 1
+        ),
+    ))
 }
 
 /// Fetches a whole shard in one request and hands each of its inner chunks `parts` to

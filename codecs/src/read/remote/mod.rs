@@ -4,7 +4,8 @@
 //! whole is one request (with the read's slots to spare, its inner chunks are decoded as they
 //! arrive, and a slow one gets its index in a second request alongside), unless it is large;
 //! a shard read in part (or a large one) costs one request for its index, then one per run of
-//! nearby inner chunks, runs of at most `MAX_REQUEST` fetched in parallel. The pool thread
+//! nearby inner chunks, runs of at most `MAX_REQUEST` fetched in parallel, each on condition
+//! that the shard is still the one whose index was read (`If-Match`). The pool thread
 //! that waits for the network decodes whatever has arrived and blocks only when there is
 //! nothing to decode.
 
