@@ -256,6 +256,19 @@ impl Store {
         })
     }
 
+    /// A store over `remote` (tests: an object store of the test's own).
+    #[cfg(test)]
+    pub(crate) fn over_remote(remote: Arc<Remote>) -> Self {
+        Self {
+            backend: Backend::Remote(remote.clone()),
+            zarrs: Arc::new(RemoteStorage(remote)),
+            description: "test remote".into(),
+            read_only: false,
+            turn_scope: "url:test".into(),
+            durable: false,
+        }
+    }
+
     /// The object store behind this store, if it is one.
     #[must_use]
     pub fn remote(&self) -> Option<&Arc<Remote>> {

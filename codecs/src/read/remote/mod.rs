@@ -10,6 +10,8 @@
 //! nothing to decode.
 
 mod fetch;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, TryRecvError};
