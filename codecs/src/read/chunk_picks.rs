@@ -46,15 +46,9 @@ impl Array {
         source: Source<'_>,
     ) -> Result<(Vec<Vec<u8>>, Vec<bool>)> {
         let elem = self.info.dtype.size();
-        let supplied = match source {
-            Source::Store => None,
-            Source::Supplied(list) => Some(list.len()),
-            Source::Fetched(list) => Some(list.len()),
-        };
-        if supplied.is_some_and(|n| n != picks.len()) {
+        if let Some(n) = source.supplied().filter(|&n| n != picks.len()) {
             return Err(Error::InvalidArgument(format!(
-                "{} stored values for {} chunk selections",
-                supplied.unwrap_or(0),
+                "{n} stored values for {} chunk selections",
                 picks.len()
             )));
         }

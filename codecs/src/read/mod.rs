@@ -47,6 +47,17 @@ pub enum Source<'a> {
     Fetched(&'a [fetched::Fetched<'a>]),
 }
 
+impl Source<'_> {
+    /// How many values the caller supplied (None: the store is read).
+    pub(crate) fn supplied(&self) -> Option<usize> {
+        match self {
+            Source::Store => None,
+            Source::Supplied(list) => Some(list.len()),
+            Source::Fetched(list) => Some(list.len()),
+        }
+    }
+}
+
 /// One chunk read by [`Array::read_chunks`].
 pub struct ChunkData {
     pub bytes: Bytes,
@@ -165,15 +176,9 @@ impl Array {
             elem: self.info.dtype.size(),
             fill: &self.info.fill_value,
         };
-        let supplied = match source {
-            Source::Store => None,
-            Source::Supplied(bytes) => Some(bytes.len()),
-            Source::Fetched(fetched) => Some(fetched.len()),
-        };
-        if supplied.is_some_and(|n| n != plans.len()) {
+        if let Some(n) = source.supplied().filter(|&n| n != plans.len()) {
             return Err(Error::InvalidArgument(format!(
-                "{} encoded chunks for {} chunks",
-                supplied.unwrap_or(0),
+                "{n} encoded chunks for {} chunks",
                 plans.len()
             )));
         }
