@@ -129,8 +129,9 @@ def test_consolidate_writes_what_zarr_python_writes(tmp_path, zarr_format):
 def test_consolidate_refuses_arrays_and_read_only_stores(consolidated):
     with pytest.raises(PermissionError):
         zarrpipe.Store(consolidated, mode="r").consolidate()
-    with pytest.raises(Exception, match="array"):
+    with pytest.raises(ValueError, match=r"/a000 in .* is an array; consolidate a group") as info:
         zarrpipe.Store(consolidated).consolidate("a000")
+    assert info.type is ValueError
 
 
 def test_attributes_of_a_consolidated_group_stay_consolidated(tmp_path):
