@@ -3,7 +3,8 @@
 `python tests/module_graph.py codecs/src` prints the graph of the engine as
 docs/architecture.md shows it (one line per module: what it uses), and exits 1 if two
 modules depend on each other, directly or through others. Test modules and comments are
-left out: only what the code compiles against counts.
+left out: only what the code compiles against counts. `outside_tests` is also what
+tests/test_architecture.py measures a file's length by.
 """
 
 from __future__ import annotations
@@ -17,9 +18,134 @@ _PATH = re.compile(r"\bcrate::([a-z_0-9]+)")
 _GROUP = re.compile(r"\bcrate::\{([^}]*)\}")
 
 
+_CFG_TEST = "#[cfg(test)]"
+# After `#[cfg(test)]` and any further attributes and comments: a module with a body.
+_TEST_MODULE = re.compile(r"(?:pub(?:\([\w:\s]*\))?\s+)?mod\s+\w+\s*\{")
+
+
+def _skip_literal(text: str, i: int) -> int:
+    """If a comment, string or char literal starts at `i`, the index just past it; else `i`.
+
+    Enough of Rust's lexer for braces inside them not to count: `//` and nested `/* */`
+    comments, strings with escapes, raw strings (`r"…"`, `r#"…"#`, `br"…"`), and char
+    literals told apart from lifetimes (`'{'` is a char, `'a` a lifetime)."""
+    c = text[i]
+    if text.startswith("//", i):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+    if text.startswith("/*", i):
+        depth, j = 1, i + 2
+        while j < len(text) and depth:
+            if text.startswith("/*", j):
+                depth, j = depth + 1, j + 2
+            elif text.startswith("*/", j):
+                depth, j = depth - 1, j + 2
+            else:
+                j += 1
+        return j
+    raw = re.match(r'b?r(#*)"', text[i : i + 260])
+    if raw and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        close = '"' + raw.group(1)
+        end = text.find(close, i + raw.end())
+        return len(text) if end < 0 else end + len(close)
+    if c == '"':
+        j = i + 1
+        while j < len(text) and text[j] != '"':
+            j += 2 if text[j] == "\\" else 1
+        return j + 1
+    if c == "'":
+        if text.startswith("\\", i + 1):
+            end = text.find("'", i + 3)
+            return len(text) if end < 0 else end + 1
+        if i + 2 < len(text) and text[i + 2] == "'":
+            return i + 3
+    return i
+
+
+def _closing_brace(text: str, open_at: int) -> int:
+    """The index of the `}` that closes the `{` at `open_at`."""
+    depth, i = 0, open_at
+    while i < len(text):
+        skipped = _skip_literal(text, i)
+        if skipped != i:
+            i = skipped
+            continue
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(text) - 1
+
+
+def _module_after(text: str, i: int) -> re.Match[str] | None:
+    """The test module the `#[cfg(test)]` ending at `i` is on, if it is on a module with a body:
+    whitespace, comments and other attributes may come between."""
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        skipped = _skip_literal(text, i) if i < len(text) else i
+        if skipped != i:
+            i = skipped
+        elif text.startswith("#[", i):
+            i = _closing_bracket(text, i + 1) + 1
+        else:
+            return _TEST_MODULE.match(text, i)
+
+
+def _closing_bracket(text: str, open_at: int) -> int:
+    depth, i = 0, open_at
+    while i < len(text):
+        skipped = _skip_literal(text, i)
+        if skipped != i:
+            i = skipped
+            continue
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(text) - 1
+
+
+def outside_tests(text: str) -> str:
+    """The file without its `#[cfg(test)] mod … { … }` blocks: every other line stays, the
+    attributes and comments before such a `mod` too. A `#[cfg(test)]` on anything else (a
+    function, an impl, `mod tests;` whose file is elsewhere) hides nothing after it."""
+    kept, start, i = [], 0, 0
+    while i < len(text):
+        skipped = _skip_literal(text, i)
+        if skipped != i:
+            i = skipped
+            continue
+        if text.startswith(_CFG_TEST, i):
+            module = _module_after(text, i + len(_CFG_TEST))
+            if module:
+                # The block's own lines go; code before or after it on a line stays.
+                begin = module.start()
+                line_start = text.rfind("\n", 0, begin) + 1
+                if not text[line_start:begin].strip():
+                    begin = line_start
+                end = _closing_brace(text, module.end() - 1) + 1
+                line_end = text.find("\n", end)
+                line_end = len(text) if line_end < 0 else line_end + 1
+                if not text[end:line_end].strip():
+                    end = line_end
+                kept.append(text[start:begin])
+                i = start = end
+                continue
+        i += 1
+    kept.append(text[start:])
+    return "".join(kept)
+
+
 def _code(text: str) -> str:
-    """The file without its test module and its comments."""
-    text = text.split("#[cfg(test)]")[0]
+    """The file without its test modules and its comments."""
+    text = outside_tests(text)
     return "\n".join(line for line in text.splitlines() if not line.strip().startswith("//"))
 
 

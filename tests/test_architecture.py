@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from module_graph import cycles, graph, render
+from module_graph import cycles, graph, outside_tests, render
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
@@ -42,12 +42,72 @@ def _rust_files() -> list[Path]:
     return sorted([*(ROOT / "codecs" / "src").rglob("*.rs"), *(ROOT / "src").rglob("*.rs")])
 
 
-@pytest.mark.parametrize("path", _rust_files(), ids=lambda p: str(p.relative_to(ROOT)))
+# Files over the cap that are not split yet, and why. Strict: once a file is under the cap,
+# its entry must go (the test then fails as "XPASS").
+_LONG_FOR_NOW = {
+    "codecs/src/store/remote.rs": (
+        "610 lines outside its tests; to split once the concurrent rework of store/ lands"
+    ),
+}
+
+
+def _rust_file_params() -> list:
+    params = []
+    for path in _rust_files():
+        name = str(path.relative_to(ROOT))
+        reason = _LONG_FOR_NOW.get(name)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(path, id=name, marks=marks))
+    return params
+
+
+def _code_lines(text: str) -> int:
+    return outside_tests(text).count("\n")
+
+
+@pytest.mark.parametrize("path", _rust_file_params())
 def test_no_rust_file_is_long(path: Path) -> None:
-    code = path.read_text().split("#[cfg(test)]")[0]
-    assert code.count("\n") <= CODE_LINES_AT_MOST, (
-        f"{path.relative_to(ROOT)} has over {CODE_LINES_AT_MOST} lines before its tests: split it"
+    """Every line outside `#[cfg(test)] mod … { … }` counts, wherever the tests sit."""
+    lines = _code_lines(path.read_text())
+    assert lines <= CODE_LINES_AT_MOST, (
+        f"{path.relative_to(ROOT)} has {lines} lines outside its test module, over "
+        f"{CODE_LINES_AT_MOST}: move a concern to a sibling file"
     )
+
+
+def test_the_length_counts_code_after_a_test_only_item() -> None:
+    text = (
+        "fn a() {}\n"
+        "#[cfg(test)]\n"
+        "fn only_in_tests() {}\n"
+        "#[cfg(test)]\n"
+        "// a comment and an attribute before the module count as code\n"
+        "#[allow(dead_code)]\n"
+        "mod tests {\n"
+        '    const OPEN: &str = "{ {";\n'
+        '    const RAW: &str = r#"}"#;\n'
+        "    const BRACE: char = '}';\n"
+        "    /* } /* nested } */ */\n"
+        "    fn f<'a>(x: &'a str) -> &'a str { x } // }\n"
+        "}\n"
+        "fn after_the_tests() {}\n"
+        "#[cfg(test)]\n"
+        "mod more;\n"
+        "fn last() {}\n"
+    )
+    assert outside_tests(text) == (
+        "fn a() {}\n"
+        "#[cfg(test)]\n"
+        "fn only_in_tests() {}\n"
+        "#[cfg(test)]\n"
+        "// a comment and an attribute before the module count as code\n"
+        "#[allow(dead_code)]\n"
+        "fn after_the_tests() {}\n"
+        "#[cfg(test)]\n"
+        "mod more;\n"
+        "fn last() {}\n"
+    )
+    assert _code_lines(text) == 10
 
 
 _CITED = re.compile(r"\b((?:docs|benches|tests|codecs|src|python)/[\w./-]+\.(?:md|rs|py))\b")
@@ -72,6 +132,49 @@ def test_code_cites_only_files_that_exist() -> None:
             if not (ROOT / target).exists() and not (ROOT / "codecs" / target).exists():
                 missing.append(f"{path.relative_to(ROOT)} cites {target}")
     assert missing == []
+
+
+# In a manifest's comments: a path with a directory (`src/codec/decode/`, `store/file_os.rs`)
+# or a root page (`RELEASING.md`); not a URL, not `and/or`.
+_CARGO_CITED = re.compile(
+    r"(?<![\w/.:-])((?:[\w-]+/)+(?:[\w.-]+\.(?:rs|md|py|toml|yml))?|[A-Z][A-Z_-]+\.md)(?![\w/])"
+)
+_MANIFESTS = sorted(p for p in ROOT.rglob("Cargo.toml") if "target" not in p.parts)
+
+
+def _manifest_citations(text: str) -> list[str]:
+    comments = [line.split("#", 1)[1] for line in text.splitlines() if "#" in line]
+    return [cited.rstrip(".") for c in comments for cited in _CARGO_CITED.findall(c)]
+
+
+@pytest.mark.parametrize("manifest", _MANIFESTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_manifests_cite_only_files_that_exist(manifest: Path) -> None:
+    """A path in a Cargo.toml comment is the crate's (`src/…`), its source tree's (`store/…`)
+    or the repository's (`docs/…`)."""
+    bases = (manifest.parent, manifest.parent / "src", ROOT)
+    missing = [
+        cited
+        for cited in _manifest_citations(manifest.read_text())
+        if not any((base / cited).exists() for base in bases)
+    ]
+    assert not missing, (
+        f"{manifest.relative_to(ROOT)}'s comments cite paths that are not there: "
+        + (", ".join(missing))
+    )
+
+
+def test_the_manifest_check_finds_paths_in_comments() -> None:
+    text = (
+        'zarrs = "1"  # see src/decode/ and plugins/zfp/, for bytes/s\n'
+        "# madvise (src/buffer.rs); and/or https://example.com/a/b.rs; RELEASING.md.\n"
+        'path = "not/a/comment.rs"\n'
+    )
+    assert _manifest_citations(text) == [
+        "src/decode/",
+        "plugins/zfp/",
+        "src/buffer.rs",
+        "RELEASING.md",
+    ]
 
 
 def test_the_binding_imports_nothing_of_the_package_above_it() -> None:
