@@ -1,6 +1,10 @@
-//! zarrpipe's read engine: open Zarr v2/v3 arrays through [`zarrs`], plan which chunks a
-//! selection touches, and decode them in parallel on a rayon pool into freshly allocated
-//! buffers that nobody else holds. No Python here; `src/` in the workspace root binds it.
+//! zarrpipe's Zarr engine: it opens, creates, reads and writes Zarr v2/v3 arrays and groups.
+//! It parses metadata through [`zarrs`], plans which chunks a selection touches, fetches them
+//! from local files or object stores and decodes them in parallel on a rayon pool into freshly
+//! allocated buffers that nobody else holds; writes encode chunks and shards and store each as
+//! one step that concurrent writers do not interleave with. No Python here; `src/` in the
+//! workspace root binds it, and docs/architecture.md gives its modules and their one-way
+//! dependencies.
 
 pub mod array;
 pub mod codec;

@@ -54,7 +54,6 @@ pub struct PipelineArray {
     chunks: Chunks,
 }
 
-/// A NumPy array's memory as the engine sees it: (lowest byte address, layout).
 /// The bytes of the output (from the layout's pointer) that the requests write: from the
 /// first element of the first box to the last of the last, when all strides are positive.
 fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops::Range<usize>> {
