@@ -3,6 +3,7 @@ surfaced on Array, selection and chunk-index errors, corrupt and unsupported dat
 
 from __future__ import annotations
 
+import bz2
 import json
 import os
 import re
@@ -771,6 +772,34 @@ def test_what_zarrpipe_does_not_read_is_unsupported(tmp_path, make, named):
     make(tmp_path)
     with pytest.raises(zarrpipe.UnsupportedError, match=named):
         zarrpipe.Store(str(tmp_path)).open_array("")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_bz2_chunk_that_inflates_past_its_size_is_a_decode_error(tmp_path, zarr_format):
+    """zarrpipe's bz2 decoder (codec/plugins/bz2.rs) stops one byte past the chunk's size, so
+    a bomb is a DecodeError naming the chunk before it grows. zarrs has a bz2 codec of its own
+    that inflates to the end: the message tells them apart, so this fails if zarrpipe's bz2 is
+    no longer registered (values alone would not: zarrs' bz2 reads v2 bz2 chunks right)."""
+    with quiet_zarr_writes():
+        z = zarr.create_array(
+            str(tmp_path),
+            shape=(6,),
+            chunks=(6,),
+            dtype="u1",
+            zarr_format=zarr_format,
+            filters=None,
+            compressors=numcodecs.BZ2() if zarr_format == 2 else zarr.codecs.BZ2(),
+            fill_value=0,
+        )
+        z[...] = np.arange(6, dtype="u1")
+    key = "0" if zarr_format == 2 else "c/0"
+    (tmp_path / key).write_bytes(bz2.compress(bytes(1 << 20)))  # 45 bytes, 1 MiB of zeros
+    arr = zarrpipe.Store(str(tmp_path)).open_array("")
+    with pytest.raises(zarrpipe.DecodeError) as info:
+        arr[...]
+    assert str(info.value) == (
+        f'chunk "{key}" is corrupt: bz2 stream decodes to more than the 6 bytes this chunk holds'
+    )
 
 
 def test_zarrs_fallback_fixedscaleoffset(tmp_path):
