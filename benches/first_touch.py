@@ -1,5 +1,5 @@
 """What the first touch of fresh memory costs, 2 MiB at a time, by page size and by what ran
-before: the measurement behind zarrpipe's first-touch chooser (`codecs/src/first_touch.rs`)
+before: the measurement behind zarrpipe's first-touch chooser (`codecs/src/memory/first_touch.rs`)
 and behind the spread of fresh-process read-alls on virtual machines (BENCHMARKS.md).
 
     python benches/first_touch.py [--mib 1024] [--rounds 3] [--gaps 0,1,3] [--idle 10]

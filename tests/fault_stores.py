@@ -174,7 +174,7 @@ def blosc_claiming(frame: bytes, nbytes: int) -> bytes:
 # plain (unsharded) arrays by compressor
 
 COMPRESSORS = ["zstd", "blosc", "gzip", "zlib-v2", "blosc-v2", "none", "crc32c"]
-# Codecs zarrpipe reads through its codec plugins (codecs/src/plugins/), on the zarrs path.
+# Codecs zarrpipe reads through its codec plugins (codecs/src/codec/plugins/), on the zarrs path.
 PLUGIN_CODECS = ["lz4", "lz4-v2", "bz2", "pcodec", "delta-v2", "adler32", "fletcher32"]
 # Kinds whose stored bytes are the raw elements: random bytes of a chunk's length are valid.
 RAW_KINDS = ("none", "delta-v2")

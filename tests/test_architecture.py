@@ -113,14 +113,21 @@ def test_the_length_counts_code_after_a_test_only_item() -> None:
 _CITED = re.compile(r"\b((?:docs|benches|tests|codecs|src|python)/[\w./-]+\.(?:md|rs|py))\b")
 _SOURCES = [
     *(ROOT / "codecs" / "src").rglob("*.rs"),
+    *(ROOT / "codecs" / "tests").rglob("*.rs"),
+    *(ROOT / "codecs" / "benches").rglob("*.rs"),
     *(ROOT / "src").rglob("*.rs"),
     *(ROOT / "python" / "zarrpipe").rglob("*.py"),
     *(ROOT / "python" / "zarrpipe").rglob("*.pyi"),
+    *(ROOT / "benches").rglob("*.py"),
+    # The tests' docstrings and comments: not this file's examples of stale paths, nor
+    # tests/zarr_suite/, which names zarr-python's own test files.
+    *(p for p in (ROOT / "tests").glob("*.py") if p != Path(__file__).resolve()),
 ]
 
 
 def test_code_cites_only_files_that_exist() -> None:
-    """Source comments (the pages have their own check in test_docs_truth.py)."""
+    """Comments and docstrings of the code, its tests and benchmarks (the pages have their own
+    check in test_docs_truth.py)."""
     missing = []
     for path in _SOURCES:
         text = path.read_text()

@@ -1,9 +1,10 @@
 """A large zstd chunk read by itself: zarrpipe reads its file on one pool thread while the
-other decodes what has arrived (`read_zstd_overlapped` in codecs/src/read.rs). Values must
-equal zarr-python's for every way to read one chunk, for v2 and v3, either byte order, and a
-damaged chunk must be an error that names it. Large chunks scattered into a wider output
+other decodes what has arrived (`read_zstd_overlapped` in codecs/src/read/local.rs). Values
+must equal zarr-python's for every way to read one chunk, for v2 and v3, either byte order, and
+a damaged chunk must be an error that names it. Large chunks scattered into a wider output
 decode through a buffer of their size or through zstd's window, by the frame's window
-(`decode_through_window` in codecs/src/decode/bytes_codecs.rs): both equal zarr-python's."""
+(`decode_through_window` in codecs/src/codec/decode/bytes_codecs/zstd.rs): both equal
+zarr-python's."""
 
 from __future__ import annotations
 

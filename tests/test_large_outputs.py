@@ -1,5 +1,5 @@
 """Reads with outputs of 64 MiB and more: zarrpipe writes their rows around the cache
-(streaming stores, `codecs/src/decode/stream_store.rs`). Every value must still land where
+(streaming stores, `codecs/src/memory/stream_store.rs`). Every value must still land where
 zarr-python puts it, for rows at any alignment, plain and sharded chunks, partial regions,
 caller buffers and zarr-python's own output through zarrpipe's pipeline."""
 

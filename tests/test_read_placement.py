@@ -1,4 +1,4 @@
-"""Local file reads land at any distance from a page boundary (codecs/src/local_read.rs): a
+"""Local file reads land at any distance from a page boundary (codecs/src/store/local_read.rs): a
 destination a few bytes past the file offset modulo 4 KiB is read through a bounce buffer,
 any other straight. Every path must give zarr-python's values, whatever the caller's buffer
 address, for uncompressed chunks read straight into place, streamed pieces, whole chunks
