@@ -19,7 +19,8 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
+
+use super::file_os;
 
 /// Bytes per pread(2) through the bounce buffer, and the size of the pieces that callers
 /// stream a file through: small enough to stay in any current x86 core's L2 cache.
@@ -90,28 +91,19 @@ pub unsafe fn read_at_most(
     })
 }
 
-/// pread(2) until `len` bytes are read or the file ends; retries when interrupted.
+/// Positional reads until `len` bytes are read or the file ends; retries when interrupted.
 ///
 /// # Safety
 /// As [`read_at_most`].
 unsafe fn pread_loop(file: &File, offset: u64, ptr: *mut u8, len: usize) -> std::io::Result<usize> {
     let mut done = 0usize;
     while done < len {
-        let at = libc::off_t::try_from(offset + done as u64).map_err(|_| {
-            std::io::Error::new(ErrorKind::InvalidInput, "offset beyond what pread takes")
-        })?;
-        // SAFETY: `ptr + done .. ptr + len` is writable (the caller's contract), and the
-        // kernel writes at most the count passed.
-        let n = unsafe { libc::pread(file.as_raw_fd(), ptr.add(done).cast(), len - done, at) };
-        match n {
-            0 => break,
-            n if n > 0 => done += n as usize,
-            _ => {
-                let err = std::io::Error::last_os_error();
-                if err.kind() != ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
+        // SAFETY: `ptr + done .. ptr + len` is writable (the caller's contract).
+        match unsafe { file_os::read_at(file, offset + done as u64, ptr.add(done), len - done) } {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(done)

@@ -24,9 +24,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use super::file_os::{lock_whole, same_file};
 
 /// The suffix of a key's lock file (TensorStore's `kLockSuffix`).
 pub const LOCK_SUFFIX: &str = ".__lock";
@@ -156,44 +156,6 @@ fn open_lock_file(path: &Path) -> std::io::Result<File> {
         ));
     }
     Ok(file)
-}
-
-fn same_file(a: &File, b: &File) -> std::io::Result<bool> {
-    let (a, b) = (a.metadata()?, b.metadata()?);
-    Ok(a.dev() == b.dev() && a.ino() == b.ino())
-}
-
-/// An exclusive lock on all of `file`, held until it is closed: an open-file-description
-/// lock, so that threads of one process exclude each other too, and the lock TensorStore
-/// takes; `flock` where the kernel or file system lacks them.
-fn lock_whole(file: &File) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    loop {
-        // SAFETY: a zeroed `flock` is a valid value; the fields that matter are set below.
-        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-        lock.l_type = libc::F_WRLCK as libc::c_short;
-        lock.l_whence = libc::SEEK_SET as libc::c_short;
-        // SAFETY: `file` is an open descriptor and `lock` a valid `flock` for this call.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLKW, &lock) } != -1 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EINVAL | libc::EOPNOTSUPP) => break,
-            _ => return Err(e),
-        }
-    }
-    loop {
-        // SAFETY: `file` is an open descriptor.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != -1 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
 }
 
 /// Forces a rename or removal in the directory of `path` to disk.

@@ -6,6 +6,7 @@
 //! Uses `memory` (pooled buffers) and `process` (the I/O runtime survives `fork`), nothing
 //! about codecs or arrays.
 
+mod file_os;
 mod inventory;
 pub mod key_turns;
 pub mod local_read;

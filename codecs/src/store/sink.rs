@@ -3,7 +3,8 @@
 //! over the key when it is done), so that a local write never holds a whole encoded chunk.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+
+use super::file_os::write_all_at;
 
 /// A value being written, from its first byte on.
 pub trait Sink {
@@ -56,7 +57,7 @@ impl<'a> FileSink<'a> {
 
 impl Sink for FileSink<'_> {
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.file.write_all_at(bytes, self.written)?;
+        write_all_at(self.file, bytes, self.written)?;
         self.written += bytes.len() as u64;
         Ok(())
     }
@@ -69,7 +70,7 @@ impl Sink for FileSink<'_> {
         if at + bytes.len() as u64 > self.written {
             return Err(std::io::Error::other("patch beyond the end of the value"));
         }
-        self.file.write_all_at(bytes, at)
+        write_all_at(self.file, bytes, at)
     }
 }
 
