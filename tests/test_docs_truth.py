@@ -9,7 +9,7 @@ change fails the suite instead of misleading a reader.
 - docs/index.md's "What it reads" is README's list (pymdownx.snippets sections);
 - every codec README says zarrpipe reads is named in CHANGELOG.md;
 - docs/api.md's table of where each name is imported from, against the package;
-- no page tells users to `pip install zarrpipe` from the package index (nothing is released);
+- the install sections lead with `pip install zarrpipe` and name every wheel the release builds;
 - docs/install.md's and README's extras against pyproject.toml;
 - `zarrpipe info`'s help against what `Store` opens;
 - repository files a page cites exist.
@@ -325,37 +325,43 @@ def test_api_reference_says_where_each_name_is_imported_from():
 
 
 # ---------------------------------------------------------------------------------------------
-# 6. nothing is released: no page says `pip install zarrpipe` from the package index
+# 6. install: the pages lead with `pip install zarrpipe` and name the wheels the release builds
 
-# `pip install zarrpipe` with nothing to say where it comes from (a path, `.`, a wheel file):
-# the package index, where zarrpipe is not.
-FROM_THE_INDEX = re.compile(
-    r"pip install\s+(?:-[-\w=]+\s+)*['\"]?zarrpipe['\"]?(?=[\s`;)#]|$)", re.M
-)
+RELEASE_WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+# The wheel tag each release target gets (.ci/build-wheel; macOS: Rust's minimum versions).
+TAG_OF_TARGET = {
+    "x86_64-unknown-linux-gnu": "manylinux_2_17_x86_64",
+    "aarch64-unknown-linux-gnu": "manylinux_2_17_aarch64",
+    "x86_64-unknown-linux-musl": "musllinux_1_2_x86_64",
+    "aarch64-apple-darwin": "macosx_11_0_arm64",
+    "x86_64-apple-darwin": "macosx_10_12_x86_64",
+    "x86_64-pc-windows-msvc": "win_amd64",
+}
 
 
-def test_no_page_says_pip_install_zarrpipe_from_the_index():
-    found = [
-        f"{p.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)}"
-        for p in _pages()
-        for text in [_read(p)]
-        for m in FROM_THE_INDEX.finditer(text)
-    ]
-    assert not found, "zarrpipe is not on the package index; these say install it from there:\n" + (
-        "\n".join(found)
-    )
-    for page in (ROOT / "README.md", DOCS / "install.md"):
-        text = _read(page)
-        assert "pip install ." in text and "maturin build" in text, (
-            f"{page.name} should say how to build from a checkout"
+def _install_sections() -> dict[str, str]:
+    readme = _read(ROOT / "README.md").split("## Install\n", 1)[1].split("\n## ", 1)[0]
+    return {"README.md": readme, "docs/install.md": _read(DOCS / "install.md")}
+
+
+def test_install_sections_lead_with_pip_and_name_every_released_wheel():
+    built = set(
+        re.findall(
+            r"\b[\w]+-(?:unknown-linux-(?:gnu|musl)|apple-darwin|pc-windows-msvc)\b",
+            _read(RELEASE_WORKFLOW),
         )
-
-
-def test_the_install_check_catches_the_index_form():
-    bad = ["pip install zarrpipe", "pip install -U zarrpipe  # x", '`pip install "zarrpipe"`']
-    good = ['pip install ".[test]"', "pip install dist/zarrpipe-*.whl", "pip install zarrpipe-x"]
-    assert all(FROM_THE_INDEX.search(b) for b in bad)
-    assert not any(FROM_THE_INDEX.search(g) for g in good)
+    )
+    assert built == set(TAG_OF_TARGET), f"the workflow builds {sorted(built)}"
+    for page, section in _install_sections().items():
+        first = re.search(r"```sh\n(.*)\n", section)
+        assert first and first.group(1).split("#")[0].strip() == "pip install zarrpipe", (
+            f"{page}'s install section should lead with `pip install zarrpipe`"
+        )
+        missing = [tag for tag in TAG_OF_TARGET.values() if f"`{tag}`" not in section]
+        assert not missing, f"{page} does not name the wheels {missing}"
+        assert "pip install ." in section and "maturin build" in section, (
+            f"{page} should still say how to build from a checkout"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +407,7 @@ def test_install_page_lists_pyprojects_extras():
 
 def test_readme_names_every_extra():
     section = _read(ROOT / "README.md").split("## Install", 1)[1].split("\n## ", 1)[0]
-    named = set(re.findall(r"\.\[(\w+)\]", section))
+    named = set(re.findall(r"(?:\.|zarrpipe)\[(\w+)\]", section))
     assert named == set(_extras()), (
         f"README's extras {sorted(named)}, pyproject's {sorted(_extras())}"
     )
