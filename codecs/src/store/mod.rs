@@ -13,6 +13,7 @@ pub mod local_read;
 pub mod local_write;
 pub mod ranged;
 pub mod remote;
+mod remote_runtime;
 pub mod remote_update;
 pub mod remote_zarrs;
 pub mod response_body;
