@@ -294,6 +294,47 @@ fn v2_filters_and_compressors_by_numcodecs_id() {
     }
 }
 
+/// zfpy is a v2 compressor but an array-to-bytes codec: its v2 arrays read and write as
+/// zarr-python's (zarrs' v2-to-v3 conversion, which knows this only with its zfp feature
+/// off here, must not put a `bytes` codec before it: array/metadata.rs).
+#[test]
+fn v2_zfpy_by_numcodecs_id() {
+    zarrpipe_codecs::codec::harden::install();
+    let cases = [
+        (
+            "<f4",
+            "null",
+            r#"{"id":"zfpy","mode":4,"tolerance":-1,"rate":-1,"precision":-1}"#,
+        ),
+        (
+            "<i4",
+            "null",
+            r#"{"id":"zfpy","mode":5,"tolerance":-1,"rate":-1,"precision":-1}"#,
+        ),
+        (
+            "<i4",
+            r#"[{"id":"delta","dtype":"<i4"}]"#,
+            r#"{"id":"zfpy","mode":5}"#,
+        ),
+        (
+            "<f4",
+            "null",
+            r#"{"id":"zfpy","mode":2,"rate":16,"tolerance":-1,"precision":-1}"#,
+        ),
+    ];
+    for (dtype, filters, compressor) in cases {
+        let store = TestStore::new();
+        let (reader, region) = v2_round_trip(&store, dtype, filters, compressor);
+        let chunk = std::fs::read(store.root().join("a/1.1")).unwrap();
+        assert_eq!(&chunk[..4], b"zfp\x05", "a full zfp header");
+        store.put("a/1.1", &chunk[..chunk.len() / 2]);
+        match reader.read_region(&region, None) {
+            Err(Error::Corrupt { .. }) => {}
+            other => panic!("{filters} {compressor}: expected a corrupt chunk, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn v2_checksums_astype_quantize_lzma_by_numcodecs_id() {
     zarrpipe_codecs::codec::harden::install();

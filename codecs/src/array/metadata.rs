@@ -24,8 +24,24 @@ pub(super) fn v3_metadata(zarrs: &ZarrsArray) -> Option<ArrayMetadataV3> {
             .with_metadata_convert_version(MetadataConvertVersion::V3)
             .with_convert_aliased_extension_names(true),
     ) {
-        ArrayMetadata::V3(m) => Some(m),
+        ArrayMetadata::V3(mut m) => {
+            if matches!(zarrs.metadata(), ArrayMetadata::V2(_)) {
+                drop_bytes_before_zfpy(&mut m);
+            }
+            Some(m)
+        }
         ArrayMetadata::V2(_) => None,
+    }
+}
+
+/// numcodecs' zfpy is a v2 compressor but an array-to-bytes codec. zarrs' v2-to-v3
+/// conversion knows that only with its zfp feature, which zarrpipe leaves off (zfp-rs codes
+/// zfp, `codec/plugins/zfp/`): without it the conversion puts the `bytes` codec every other
+/// compressor follows before zfpy, a chain of two array-to-bytes codecs. That `bytes` goes.
+fn drop_bytes_before_zfpy(m: &mut ArrayMetadataV3) {
+    let zfpy = m.codecs.iter().position(|c| c.name() == "numcodecs.zfpy");
+    if let Some(at) = zfpy.filter(|&at| at > 0 && m.codecs[at - 1].name() == "bytes") {
+        m.codecs.remove(at - 1);
     }
 }
 

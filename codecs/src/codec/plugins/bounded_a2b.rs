@@ -1,4 +1,4 @@
-//! zarrs' array-to-bytes codecs (pcodec, zfp, zfpy) with zarrpipe's decoders: zarrs keeps
+//! A zarrs array-to-bytes codec with zarrpipe's decoder (today pcodec's): zarrs keeps
 //! encoding and metadata, the decoder given here is held to the chunk's shape and type.
 
 use std::num::NonZeroU64;
@@ -62,8 +62,7 @@ impl ArrayToBytesCodecTraits for BoundedArrayToBytes {
         data_type: &DataType,
         fill_value: &FillValue,
     ) -> Result<BytesRepresentation, CodecError> {
-        // zarrs' zfp cannot size a fixed-accuracy stream of integers (numcodecs' default zfpy
-        // mode for an int32 array): that only matters when encoding, so decoding goes on.
+        // A size zarrs cannot state only matters when encoding: decoding goes on.
         Ok(self
             .inner
             .encoded_representation(shape, data_type, fill_value)

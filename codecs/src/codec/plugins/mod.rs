@@ -1,7 +1,8 @@
 //! Codecs zarrs lacks or reads differently from zarr-python (numcodecs' lz4, lzma, delta,
 //! fixedscaleoffset, astype, quantize and packbits; zarr-python's `scale_offset` and
-//! `cast_value`), bounded decoders for the zarrs codecs that trust their input (bz2, pcodec,
-//! zfp/zfpy), numcodecs' checksums (adler32, fletcher32, crc32, crc32c, jenkins_lookup3)
+//! `cast_value`), bounded decoders for the zarrs codecs that trust their input (bz2, pcodec),
+//! zfp and numcodecs' zfpy in pure Rust (zfp-rs: zarrs' own compile zfp's C source with cmake
+//! and libclang), numcodecs' checksums (adler32, fletcher32, crc32, crc32c, jenkins_lookup3)
 //! checked on every read, and the numcodecs defaults zarr-python leaves out of v3
 //! metadata, all registered at runtime in zarrs' codec registry (v2 by numcodecs `id`, v3 by
 //! name and `numcodecs.<id>`).
@@ -66,7 +67,14 @@ pub(crate) fn install() {
         &["pcodec"],
         pcodec::create,
     );
-    register(&["numcodecs.zfpy"], &["zfpy"], zfp::create_zfpy);
+    register(
+        &[
+            "numcodecs.zfpy",
+            "https://codec.zarrs.dev/array_to_bytes/zfpy",
+        ],
+        &["zfpy"],
+        zfp::create_zfpy,
+    );
     register(
         &[
             "zfp",

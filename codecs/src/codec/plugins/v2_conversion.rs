@@ -7,8 +7,9 @@
 //! creation") when one of the array's filters or compressors is not among them, although the
 //! runtime plugins built the array. These entries let the conversion find `delta`, `lz4`,
 //! `packbits`, `bitround`, `crc32`, `crc32c`, `jenkins_lookup3`, `astype`, `quantize`,
-//! `lzma` and numcodecs' spelling of `fixedscaleoffset` (`"astype": "|u1"`, which zarrs' own
-//! plugin refuses). Codecs are still created by the runtime plugins of this module, which
+//! `lzma`, `zfpy` (zarrs' own is behind its zfp feature, which zarrpipe leaves off: zfp-rs
+//! codes it) and numcodecs' spelling of `fixedscaleoffset` (`"astype": "|u1"`, which zarrs'
+//! own plugin refuses). Codecs are still created by the runtime plugins of this module, which
 //! zarrs consults first; these only name them.
 
 use zarrs::array::codec::api::{Codec, CodecPluginV2, CodecTraitsV2};
@@ -51,6 +52,7 @@ v2_plugin!(
 v2_plugin!(AsTypeV2, "astype", super::astype::create);
 v2_plugin!(QuantizeV2, "quantize", super::quantize::create);
 v2_plugin!(LzmaV2, "lzma", super::lzma::create);
+v2_plugin!(ZfpyV2, "zfpy", super::zfp::create_zfpy);
 
 fn bitround(
     config: &serde_json::Map<String, serde_json::Value>,
