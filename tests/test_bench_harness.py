@@ -506,7 +506,30 @@ def test_cli_bench_options():
     with pytest.raises(SystemExit, match="--rounds must be at least 1"):
         cli_main(["bench", "--rounds", "0"])
     assert _parser().parse_args(["bench", "--rounds", "3"]).rounds == 3
-    assert defaults.rounds == 1
+    # Unset, they depend on --size (small: 3 rounds of 10 reads; else 1 of 3).
+    assert (defaults.rounds, defaults.repeats) == (None, None)
+
+
+def test_small_arrays_measure_every_read_and_check_the_values(tmp_path):
+    from zarrpipe.bench import adapters, small
+
+    datasets = small.generate(str(tmp_path), sizes=["8MiB"])
+    assert [d.name for d in datasets] == ["8MiB-chunked", "8MiB-sharded"]
+    names = ["zarrpipe", "zarr"]
+    specs = {n: adapters.REGISTRY[n] for n in names}
+    result = small.run(datasets, names, specs, threads=2, rounds=1, repeats=2, timeout=300)
+    rows = {(r["layout"], r["read"], r["reader"]): r for r in result["rows"]}
+    assert set(rows) == {(lay, read, n) for lay, read in small.READS for n in names}
+    for row in rows.values():
+        assert row["status"] == "ok", row
+        assert row["n"] == 2 and row["min_ms"] <= row["median_ms"] <= row["max_ms"]
+    table = small.table(result)
+    assert "| sharded, oindex every 8th row and column |" in table
+    # A reader whose values differ from the source is a failed row, not a time.
+    datasets[0].checksums["whole"] = "0" * 32
+    bad = small.run(datasets[:1], ["zarrpipe"], specs, threads=2, rounds=1, repeats=1, timeout=300)
+    (row,) = [r for r in bad["rows"] if r["layout"] == "chunked"]
+    assert (row["status"], row["reason"]) == ("failed", "result differs from source")
 
 
 def test_the_chart_title_counts_the_runs_of_every_round():

@@ -30,9 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--size",
-        choices=["quick", "full"],
+        choices=["quick", "full", "small"],
         default="quick",
-        help="quick: 256x512x512 uint16 (128 MiB); full: 512x1024x1024 (1 GiB)",
+        help="quick: 256x512x512 uint16 (128 MiB); full: 512x1024x1024 (1 GiB); small: "
+        "2-d images of 8 and 64 MiB, chunked and sharded, read whole and picked "
+        "(every 8th row and column), by every reader",
     )
     b.add_argument(
         "--datasets",
@@ -52,15 +54,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="A,B",
         help="workloads (default: all; 'none' for no in-process rows, e.g. with --fresh-processes)",
     )
-    b.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up")
+    b.add_argument(
+        "--repeats",
+        type=int,
+        help="timed runs after one warm-up (default 3; --size small: 10 after 3 warm-ups)",
+    )
     b.add_argument(
         "--rounds",
         type=int,
-        default=1,
         metavar="N",
         help="measure every in-process row in N worker processes (each a warm-up and "
         "--repeats timed runs), the implementations taking turns round by round in a rotating "
-        "order, so that the machine's drift lands on all of them alike (default 1)",
+        "order, so that the machine's drift lands on all of them alike (default 1; "
+        "--size small: 3)",
     )
     b.add_argument(
         "--fresh-processes",
@@ -159,6 +165,11 @@ def bench(args: argparse.Namespace) -> int:
     threads = args.threads or os.cpu_count() or 1
     if args.list:
         return _list(threads)
+    small = args.size == "small"
+    if args.repeats is None:
+        args.repeats = 10 if small else 3
+    if args.rounds is None:
+        args.rounds = 3 if small else 1
     if args.repeats < 1:
         raise SystemExit("zarrpipe bench: --repeats must be at least 1")
     if args.fresh_processes < 0:
@@ -187,6 +198,8 @@ def bench(args: argparse.Namespace) -> int:
             )
     temporary = args.data_dir is None
     data_dir = tempfile.mkdtemp(prefix="zarrpipe-bench-data-") if temporary else args.data_dir
+    if small:
+        return _bench_small(args, data_dir, temporary, threads)
     try:
         ds = datasets.generate(
             data_dir,
@@ -225,6 +238,37 @@ def bench(args: argparse.Namespace) -> int:
     failed = [r for r in rep["rows"] if r["status"] == "failed"]
     if failed:
         print(f"{len(failed)} row(s) FAILED", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _bench_small(args: argparse.Namespace, data_dir: str, temporary: bool, threads: int) -> int:
+    from zarrpipe.bench import small
+
+    try:
+        result = small.bench(
+            data_dir,
+            args.out_dir,
+            implementations=args.implementations,
+            threads=threads,
+            rounds=args.rounds,
+            repeats=args.repeats,
+            timeout=args.timeout,
+            decode_limits=args.decode_limit,
+            log=lambda m: print(m, file=sys.stderr),
+        )
+    except ValueError as e:
+        raise SystemExit(f"zarrpipe bench: {e}") from None
+    finally:
+        if temporary:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print(small.text(result))
+    print(f"JSON:     {os.path.join(args.out_dir, 'results-small.json')}")
+    print(f"Markdown: {os.path.join(args.out_dir, 'results-small.md')}")
+    failed = [r for r in result["rows"] if r["status"] == "failed"]
+    for r in failed:
+        print(f"FAILED {r['size']} {r['layout']} {r['read']} {r['reader']}: {r['reason']}")
+    if failed:
+        print(f"{len(failed)} read(s) FAILED", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -59,6 +59,16 @@ class Adapter:
     ) -> list[np.ndarray]:
         raise NotImplementedError
 
+    no_pick_reason = "no orthogonal selection with index arrays"
+
+    def can_pick(self) -> bool:
+        """Whether `read_oindex` exists for this implementation."""
+        return type(self).read_oindex is not Adapter.read_oindex
+
+    def read_oindex(self, index: tuple[np.ndarray, ...]) -> np.ndarray:
+        """An orthogonal selection: one integer index array per axis."""
+        raise NotImplementedError
+
 
 def _dist_version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
@@ -121,6 +131,10 @@ class ZarrpipeAdapter(Adapter):
     def read_batch(self, level, indices, slices):
         return [self._np(t) for t in self.array.read_chunks(list(indices))]
 
+    def read_oindex(self, index):
+        # `oindex[...]` returns NumPy arrays (zarr-python's API), over the fresh buffer.
+        return self.array.oindex[index]
+
 
 class ZarrPythonAdapter(Adapter):
     name = "zarr"
@@ -160,6 +174,9 @@ class ZarrPythonAdapter(Adapter):
 
     def read_piece(self, level: str, index: Index, slices: Slices) -> np.ndarray:
         return self.array[slices]
+
+    def read_oindex(self, index):
+        return self.array.oindex[index]
 
 
 class ZarrZarrpipeAdapter(ZarrPythonAdapter):
@@ -214,6 +231,28 @@ class ZarrZarrsAdapter(ZarrPythonAdapter):
         return f"zarr {zarr.__version__}, zarrs {zarrs.__version__}"
 
 
+class ZarrFusedAdapter(ZarrPythonAdapter):
+    name = "zarr-fused"
+    description = (
+        'zarr-python >= 3.3 with codec_pipeline.path = "zarr.core.codec_pipeline.'
+        'FusedCodecPipeline" (its own synchronous, fused pipeline)'
+    )
+    pipeline = "zarr.core.codec_pipeline.FusedCodecPipeline"
+
+    @classmethod
+    def available(cls) -> str | None:
+        reason = _missing("zarr")
+        if reason:
+            return reason
+        import zarr.core.codec_pipeline as cp
+
+        if not hasattr(cp, "FusedCodecPipeline"):
+            import zarr
+
+            return f"zarr {zarr.__version__} has no FusedCodecPipeline (zarr-python >= 3.3)"
+        return None
+
+
 class TensorStoreAdapter(Adapter):
     name = "tensorstore"
     description = (
@@ -258,6 +297,9 @@ class TensorStoreAdapter(Adapter):
         futures = [self.store[s].read() for s in slices]
         return [f.result() for f in futures]
 
+    def read_oindex(self, index):
+        return self.store.oindex[index].read().result()
+
 
 class ZarristaAdapter(Adapter):
     name = "zarrista"
@@ -297,6 +339,7 @@ _BUILTIN = [
     ZarrZarrpipeAdapter,
     ZarrPythonAdapter,
     ZarrZarrsAdapter,
+    ZarrFusedAdapter,
     TensorStoreAdapter,
     ZarristaAdapter,
 ]

@@ -206,7 +206,14 @@ def decode_limit(params: dict) -> dict:
     return {"status": "ok", **decode_limit.measure(dataset, params.get("repeats", 3))}
 
 
-MODES = {"probe": probe, "decode-limit": decode_limit, "measure": measure}
+def small(params: dict) -> dict:
+    """One reader on one small dataset (`small.measure`)."""
+    from zarrpipe.bench import small
+
+    return small.measure(params)
+
+
+MODES = {"probe": probe, "decode-limit": decode_limit, "measure": measure, "small": small}
 
 
 def main(argv: list[str]) -> int:
