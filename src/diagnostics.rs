@@ -20,3 +20,20 @@ pub fn _first_touch_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("switches", s.switches)?;
     Ok(out)
 }
+
+/// Which read paths this process has taken, as `{"direct_pick_boxes": n, "overlapped_reads":
+/// n}`: chunk boxes of picks decoded and gathered straight into place, and large zstd chunks
+/// whose file read overlapped their decoding.
+#[pyfunction]
+pub fn _read_path_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item(
+        "direct_pick_boxes",
+        zarrpipe_codecs::read::direct_pick_boxes(),
+    )?;
+    out.set_item(
+        "overlapped_reads",
+        zarrpipe_codecs::read::overlapped_reads(),
+    )?;
+    Ok(out)
+}

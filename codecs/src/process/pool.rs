@@ -175,6 +175,41 @@ pub fn parallel_allowed() -> bool {
     !SEQUENTIAL.get()
 }
 
+/// `f` over every item, on this thread when there is one item (or inside [`sequential`]),
+/// else in parallel on the current pool; each item first checks that nobody asked the call
+/// to stop. The one place that decides "one item: run it here; several: fan out".
+pub fn try_map<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync + Send,
+) -> Result<Vec<R>> {
+    use rayon::prelude::*;
+    let stop = crate::process::interrupt::Stop::current();
+    let f = |item: &T| {
+        stop.check()?;
+        f(item)
+    };
+    if items.len() > 1 && parallel_allowed() {
+        items.par_iter().map(f).collect()
+    } else {
+        items.iter().map(f).collect()
+    }
+}
+
+/// [`try_map`] for work that returns nothing.
+pub fn try_each<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync + Send) -> Result<()> {
+    use rayon::prelude::*;
+    let stop = crate::process::interrupt::Stop::current();
+    let f = |item: &T| {
+        stop.check()?;
+        f(item)
+    };
+    if items.len() > 1 && parallel_allowed() {
+        items.par_iter().try_for_each(f)
+    } else {
+        items.iter().try_for_each(f)
+    }
+}
+
 /// Threads one chunk's codec may use: the outer split is chunks across the pool, so a
 /// codec gets the whole pool only when it decodes the only chunk of the only read running
 /// (a read of one blosc chunk then decodes its blocks in parallel).

@@ -21,6 +21,7 @@ use crate::layout::plan::{check, ChunkPlan, OutLayout};
 use crate::memory::buffer::{checked_nbytes, try_output_buffer, AlignedOutput};
 use crate::memory::out::OutPtr;
 use crate::read::cache::ChunkCache;
+use crate::read::pick_direct::PickOut;
 use crate::read::Source;
 use crate::select::pick::{Factor, Pick};
 
@@ -224,6 +225,15 @@ impl Array {
         check_partition(factors, &groups)?;
         let items = self.items(factors, &groups, grid, elem)?;
         let out_strides = c_strides(&pick.out_shape(), elem);
+        if self.gathers_directly(&items, cache.is_some()) {
+            let to = PickOut {
+                factors,
+                groups: &groups,
+                out,
+                out_strides: &out_strides,
+            };
+            return self.gather_direct(&items, &to);
+        }
         // Batches of consecutive items within SCRATCH_BYTES (at least one item each).
         let mut batches: Vec<(Range<usize>, usize)> = Vec::new();
         let mut start = 0;

@@ -12,6 +12,7 @@ mod chunk_picks;
 pub mod fetched;
 pub mod gather;
 mod local;
+mod pick_direct;
 pub mod remote;
 pub mod rows;
 mod variable;
@@ -19,6 +20,7 @@ mod variable;
 pub(crate) use cache_slot::{decode_entry, scatter_entry, CacheSlot};
 use local::OVERLAP_AT_LEAST;
 pub use local::{overlapped_reads, read_stored};
+pub use pick_direct::direct_pick_boxes;
 
 use bytes::Bytes;
 use rayon::prelude::*;
