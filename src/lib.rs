@@ -37,10 +37,12 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .call_method1("register", (m.getattr("Attributes")?,))?;
     m.add_class::<loader::Rows>()?;
     m.add_class::<pipeline::PipelineArray>()?;
+    m.add_class::<pipeline::request::ChunkRequests>()?;
     m.add_function(wrap_pyfunction!(store::open::open, m)?)?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(diagnostics::_read_path_stats, m)?)?;
     m.add_function(wrap_pyfunction!(obstore::_obstore_location, m)?)?;
     errors::register(m)?;
     Ok(())

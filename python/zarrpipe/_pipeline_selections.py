@@ -1,10 +1,9 @@
-"""zarr-python's per-chunk selections as the engine takes them: boxes (integers and step-1
-slices) for the region paths, C-order positions for writes of any other selection, and a
-write's value in the shape of its selection."""
+"""zarr-python's per-chunk selections where the engine does not yet take them: C-order
+positions for writes of selections that are not boxes, and a write's value in the shape of
+its selection. Box selections are parsed in Rust (`_zarrpipe._ChunkRequests`)."""
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,49 +14,6 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
 
     BatchInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
-
-
-def _as_int(sel: Any) -> int | None:
-    if isinstance(sel, bool | np.bool_):
-        return None
-    try:
-        return operator.index(sel)
-    except TypeError:
-        return None
-
-
-def _chunk_selection(shape: tuple[int, ...], sel: Any) -> list[Any] | None:
-    """Per chunk axis an int or (start, stop), or None if not a basic step-1 selection."""
-    sel = sel if isinstance(sel, tuple) else (sel,)
-    if len(sel) != len(shape):
-        return None
-    out: list[Any] = []
-    for s, n in zip(sel, shape, strict=True):
-        index = _as_int(s)
-        if index is not None:
-            out.append(index)
-        elif isinstance(s, slice):
-            start, stop, step = s.indices(n)
-            if step != 1:
-                return None
-            out.append((start, max(stop, start)))
-        else:
-            return None
-    return out
-
-
-def _out_selection(shape: tuple[int, ...], sel: Any) -> list[tuple[int, int]] | None:
-    """Per output axis (start, stop), or None if not step-1 slices over every axis."""
-    sel = sel if isinstance(sel, tuple) else (sel,)
-    if len(sel) != len(shape) or not all(isinstance(s, slice) for s in sel):
-        return None
-    out = []
-    for s, n in zip(sel, shape, strict=True):
-        start, stop, step = s.indices(n)
-        if step != 1:
-            return None
-        out.append((start, max(stop, start)))
-    return out
 
 
 def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
@@ -75,10 +31,6 @@ def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
         part = np.broadcast_to(along, shape)[sel] * np.uint64(stride)
         flat = part if flat is None else flat + part
     return np.asarray(flat, dtype=np.uint64)
-
-
-def _covers_chunk(chunk: list[Any], shape: tuple[int, ...]) -> bool:
-    return all(c == (0, n) for c, n in zip(chunk, shape, strict=True))
 
 
 def _value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:

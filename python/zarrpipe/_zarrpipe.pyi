@@ -29,10 +29,12 @@ __all__ = [
     "WriteConflictError",
     "ZarrpipeError",
     "_BytesView",
+    "_ChunkRequests",
     "_PipelineArray",
     "_Rows",
     "__version__",
     "_first_touch_stats",
+    "_read_path_stats",
     "_obstore_location",
     "get_num_threads",
     "open",
@@ -1291,10 +1293,18 @@ class _Rows:
         """The chosen rows of each part, in order, into `out` (writable, C-contiguous, of
         exactly the batch's size); returns the batch's shape."""
 
-# (key, chunk selection, output selection, the stored chunk's shape)
-_Request: TypeAlias = tuple[
-    str, list[int | tuple[int, int]], list[tuple[int, int]], tuple[int, ...]
-]
+@final
+class _ChunkRequests:
+    @staticmethod
+    def from_batch(batch: Iterable[Any], out_shape: Sequence[int]) -> _ChunkRequests | None:
+        """zarr-python's batch (`(getter, spec, chunk_selection, out_selection, is_complete)`
+        per chunk) over an output of `out_shape`, as box requests; None when some selection
+        is not a box (index arrays, masks, steps), which the pick path then reads."""
+    def subset(self, indices: Sequence[int]) -> _ChunkRequests:
+        """The requests at `indices`, in that order."""
+    def covers_chunk(self) -> list[bool]:
+        """Per request, whether it selects its whole chunk."""
+    def __len__(self) -> int: ...
 
 @final
 class _PipelineArray:
@@ -1331,12 +1341,12 @@ class _PipelineArray:
     def read(
         self,
         out: npt.NDArray[Any],
-        requests: list[_Request],
+        requests: _ChunkRequests,
         encoded: list[bytes | None] | None = None,
     ) -> list[bool]:
         """Decodes the requested chunks into `out`; returns per chunk whether it was present."""
     def partial_shard_indexes(
-        self, out: npt.NDArray[Any], requests: list[_Request]
+        self, out: npt.NDArray[Any], requests: _ChunkRequests
     ) -> tuple[list[int | None], bool] | None:
         """Per request, its shard's index length when it needs only some inner chunks (None:
         fetch the value whole), and whether indexes sit at the end; None when shards cannot
@@ -1344,14 +1354,14 @@ class _PipelineArray:
     def inner_ranges(
         self,
         out: npt.NDArray[Any],
-        requests: list[_Request],
+        requests: _ChunkRequests,
         indexes: list[bytes | None],
     ) -> list[list[tuple[int, int]]]:
         """Per request, the `(start, end)` byte ranges of its shard to fetch, from the index."""
     def read_fetched(
         self,
         out: npt.NDArray[Any],
-        requests: list[_Request],
+        requests: _ChunkRequests,
         fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None],
     ) -> list[bool]:
         """`read` from what was fetched: None, the whole value, or a shard's (index, pieces)."""
@@ -1376,7 +1386,7 @@ class _PipelineArray:
     def write(
         self,
         value: npt.NDArray[Any],
-        requests: list[_Request],
+        requests: _ChunkRequests,
         write_empty: bool,
         fresh: list[bool],
         existing: list[bytes | None] | None = None,
@@ -1406,6 +1416,11 @@ def get_num_threads() -> int:
 
 def _obstore_location(store: Any) -> tuple[str, dict[str, str]]:
     """The URL and object_store options zarrpipe opens for an obstore store object."""
+
+def _read_path_stats() -> dict[str, int]:
+    """Which read paths this process has taken, as `{"direct_pick_boxes": n, "overlapped_reads":
+    n}`: chunk boxes of picks decoded and gathered straight into place, and large zstd chunks
+    whose file read overlapped their decoding."""
 
 def _first_touch_stats() -> dict[str, Any]:
     """What faulting in fresh output buffers has cost this process, per page size ("base",

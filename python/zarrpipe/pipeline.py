@@ -43,14 +43,8 @@ from zarrpipe._pipeline_arrays import (
     _strict,
     _to_dtype,
 )
-from zarrpipe._pipeline_selections import (
-    _chunk_selection,
-    _covers_chunk,
-    _out_selection,
-    _positions,
-    _value_for_selection,
-)
-from zarrpipe._zarrpipe import UnsupportedError, _PipelineArray
+from zarrpipe._pipeline_selections import _positions, _value_for_selection
+from zarrpipe._zarrpipe import UnsupportedError, _ChunkRequests, _PipelineArray
 
 __all__ = ["CodecPipeline", "FallbackWarning"]
 
@@ -174,20 +168,6 @@ class CodecPipeline(_abc.CodecPipeline):
 
     # ------------------------------------------------------------------ reads
 
-    def _requests(
-        self, batch: list[BatchInfo], out_shape: tuple[int, ...]
-    ) -> list[tuple[str, list[Any], list[tuple[int, int]], tuple[int, ...]]] | None:
-        """zarr-python's per-chunk selections in element terms, or None when a selection is
-        not basic (integer arrays, masks, steps), which zarr-python's pipeline then reads."""
-        requests = []
-        for getter, spec, chunk_sel, out_sel, _ in batch:
-            chunk = _chunk_selection(tuple(spec.shape), chunk_sel)
-            out = _out_selection(out_shape, out_sel)
-            if chunk is None or out is None:
-                return None
-            requests.append((str(getattr(getter, "path", "")), chunk, out, tuple(spec.shape)))
-        return requests
-
     @property
     def _sharded(self) -> bool:
         codecs = self.metadata.codecs if isinstance(self.metadata, ArrayV3Metadata) else ()
@@ -247,7 +227,7 @@ class CodecPipeline(_abc.CodecPipeline):
         if self._impl is not None and batch and self._impl.variable:
             present = await self._read_variable(batch, array, drop_axes)
         elif self._impl is not None and batch and self._supported_buffer(array):
-            requests = None if drop_axes else self._requests(batch, array.shape)
+            requests = None if drop_axes else _ChunkRequests.from_batch(batch, array.shape)
             if requests is not None:
                 present = await self._decode_into(batch, array, requests)
             else:
@@ -282,7 +262,7 @@ class CodecPipeline(_abc.CodecPipeline):
         return [e is not None for e in encoded]
 
     async def _decode_into(
-        self, batch: list[BatchInfo], array: Any, requests: list[Any]
+        self, batch: list[BatchInfo], array: Any, requests: _ChunkRequests
     ) -> list[bool]:
         """Decodes each request's chunk part into `array` in parallel; whether each chunk
         is stored (a missing one reads as the fill value)."""
@@ -294,7 +274,7 @@ class CodecPipeline(_abc.CodecPipeline):
             impl = self._impl
 
             def ranges(some: list[int], indexes: list[bytes | None]) -> list[Any]:
-                return impl.inner_ranges(array, [requests[i] for i in some], indexes)
+                return impl.inner_ranges(array, requests.subset(some), indexes)
 
             fetched = await self._fetch_in_part(batch, *partial, ranges)
             return list(await asyncio.to_thread(self._impl.read_fetched, array, requests, fetched))
@@ -423,7 +403,7 @@ class CodecPipeline(_abc.CodecPipeline):
         if not drop_axes and array.dtype.kind == dtype.kind:
             basic = _value_for_selection(_to_dtype(array, dtype), batch)
             if basic is not None:
-                requests = self._requests(batch, basic.shape)
+                requests = _ChunkRequests.from_batch(batch, basic.shape)
         if requests is not None:
             # As zarr-python does: a chunk whose part inside the array is all written
             # ("complete") is built from the fill value, without reading it; a shard
@@ -475,7 +455,7 @@ class CodecPipeline(_abc.CodecPipeline):
         await self._store_all(batch, encoded)
 
     async def _encode_from(
-        self, batch: list[BatchInfo], array: Any, requests: list[Any], fresh: list[bool]
+        self, batch: list[BatchInfo], array: Any, requests: _ChunkRequests, fresh: list[bool]
     ) -> None:
         """Encodes each request's part of `array` into its chunk (read-modify-write unless
         `fresh`) and stores it, or deletes it when it is all fill value and the array does
@@ -487,8 +467,7 @@ class CodecPipeline(_abc.CodecPipeline):
             await asyncio.to_thread(self._impl.write, array, requests, write_empty, fresh)
             return
         partial = [
-            not f and not _covers_chunk(chunk, tuple(s.shape))
-            for f, (_, chunk, _, _), (_, s, *_) in zip(fresh, requests, batch, strict=True)
+            not f and not whole for f, whole in zip(fresh, requests.covers_chunk(), strict=True)
         ]
         existing = await self._fetch_partial(batch, partial)
         encoded = await asyncio.to_thread(

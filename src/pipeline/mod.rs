@@ -14,7 +14,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::layout::placement::Placement;
-use zarrpipe_codecs::layout::plan::{check, ChunkAxis, ChunkPlan, OutLayout};
+use zarrpipe_codecs::layout::plan::{check, ChunkPlan, OutLayout};
 use zarrpipe_codecs::layout::shard_order::ShardOrder;
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::select::pick::Pick;
@@ -23,6 +23,7 @@ use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
 mod fetched;
+pub mod request;
 
 use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
@@ -30,11 +31,7 @@ use crate::runtime::run;
 use crate::selection::chunk_pick;
 use crate::store::Store as PyStore;
 use fetched::{fetched_list, FetchedArg, ReadPlans};
-
-/// zarr-python's selection in one chunk, in element terms: the chunk's key, per chunk axis
-/// an int or a (start, stop) range, per output axis a (start, stop) range, and the stored
-/// chunk's shape (chunks of a rectilinear grid differ).
-type Request<'py> = (String, Vec<Bound<'py, PyAny>>, Vec<(u64, u64)>, Vec<u64>);
+use request::{BoxRequest, ChunkRequests};
 
 /// `read_picks`' result: each pick's values (bytes in C order) and shape, and whether each
 /// chunk is stored.
@@ -56,20 +53,21 @@ pub struct PipelineArray {
 
 /// The bytes of the output (from the layout's pointer) that the requests write: from the
 /// first element of the first box to the last of the last, when all strides are positive.
-fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops::Range<usize>> {
+fn written_span(requests: &[BoxRequest], layout: &OutLayout) -> Option<std::ops::Range<usize>> {
     if layout.strides.iter().any(|&s| s <= 0) {
         return None;
     }
     let mut span: Option<std::ops::Range<usize>> = None;
-    for (_, _, out_sel, _) in requests {
-        if out_sel.len() != layout.strides.len() || out_sel.iter().any(|&(a, b)| a >= b) {
+    for r in requests {
+        let out_sel = &r.out_sel;
+        if out_sel.len() != layout.strides.len() || out_sel.iter().any(|r| r.start >= r.end) {
             continue;
         }
         let offset = |pick: &dyn Fn(u64, u64) -> u64| -> usize {
             out_sel
                 .iter()
                 .zip(&layout.strides)
-                .map(|(&(a, b), &s)| pick(a, b) as usize * s as usize)
+                .map(|(r, &s)| pick(r.start, r.end) as usize * s as usize)
                 .sum::<usize>()
                 + layout.base
         };
@@ -81,18 +79,6 @@ fn written_span(requests: &[Request<'_>], layout: &OutLayout) -> Option<std::ops
         });
     }
     span.filter(|r| r.end <= layout.len)
-}
-
-fn chunk_axes(sel: &[Bound<'_, PyAny>]) -> PyResult<Vec<ChunkAxis>> {
-    sel.iter()
-        .map(|s| {
-            if let Ok((a, b)) = s.extract::<(u64, u64)>() {
-                Ok(ChunkAxis::Range(a, b))
-            } else {
-                Ok(ChunkAxis::Index(s.extract::<u64>()?))
-            }
-        })
-        .collect()
 }
 
 fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[u8]>>> {
@@ -138,7 +124,7 @@ impl PipelineArray {
     fn read_plans(
         &self,
         out: &Bound<'_, PyUntypedArray>,
-        requests: Vec<Request<'_>>,
+        requests: &ChunkRequests,
     ) -> PyResult<ReadPlans> {
         if out.dtype().itemsize() != self.array.info.dtype.size() {
             return Err(PyValueError::new_err(
@@ -146,15 +132,13 @@ impl PipelineArray {
             ));
         }
         let (ptr, layout) = numpy_layout(out, true)?;
-        let span = written_span(&requests, &layout);
-        let plans = requests
-            .into_iter()
-            .map(|(key, sel, out_sel, shape)| {
+        let span = written_span(&requests.items, &layout);
+        let plans = (requests.items.iter())
+            .map(|r| {
                 self.array
-                    .check_chunk_shape(&shape, &key)
+                    .check_chunk_shape(&r.shape, &r.key)
                     .map_err(to_pyerr)?;
-                let out_sel: Vec<_> = out_sel.into_iter().map(|(a, b)| a..b).collect();
-                ChunkPlan::from_request(key, &shape, &chunk_axes(&sel)?, &out_sel, &layout)
+                ChunkPlan::from_request(r.key.clone(), &r.shape, &r.chunk_sel, &r.out_sel, &layout)
                     .map_err(to_pyerr)
             })
             .collect::<PyResult<Vec<_>>>()?;
@@ -391,7 +375,7 @@ impl PipelineArray {
         &self,
         py: Python<'_>,
         out: &Bound<'_, PyUntypedArray>,
-        requests: Vec<Request<'_>>,
+        requests: PyRef<'_, ChunkRequests>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
     ) -> PyResult<Vec<bool>> {
         if encoded.is_none() && !self.reads_store() {
@@ -399,7 +383,7 @@ impl PipelineArray {
                 "this array's chunks must be passed as bytes",
             ));
         }
-        let planned = self.read_plans(out, requests)?;
+        let planned = self.read_plans(out, &requests)?;
         let array = self.array.clone();
         run(py, move || {
             let out = planned.faulted_in();
@@ -417,9 +401,9 @@ impl PipelineArray {
     fn partial_shard_indexes(
         &self,
         out: &Bound<'_, PyUntypedArray>,
-        requests: Vec<Request<'_>>,
+        requests: PyRef<'_, ChunkRequests>,
     ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
-        let planned = self.read_plans(out, requests)?;
+        let planned = self.read_plans(out, &requests)?;
         let placements: Vec<_> = planned.plans.iter().map(|p| Some(&p.placement)).collect();
         self.array
             .partial_shard_indexes(&placements)
@@ -431,10 +415,10 @@ impl PipelineArray {
     fn inner_ranges(
         &self,
         out: &Bound<'_, PyUntypedArray>,
-        requests: Vec<Request<'_>>,
+        requests: PyRef<'_, ChunkRequests>,
         indexes: Vec<Option<PyBackedBytes>>,
     ) -> PyResult<Vec<Vec<(u64, u64)>>> {
-        let planned = self.read_plans(out, requests)?;
+        let planned = self.read_plans(out, &requests)?;
         let wanted: Vec<_> = (planned.plans.iter())
             .map(|p| (p.key.as_str(), Some(&p.placement)))
             .collect();
@@ -447,10 +431,10 @@ impl PipelineArray {
         &self,
         py: Python<'_>,
         out: &Bound<'_, PyUntypedArray>,
-        requests: Vec<Request<'_>>,
+        requests: PyRef<'_, ChunkRequests>,
         fetched: Vec<Option<FetchedArg>>,
     ) -> PyResult<Vec<bool>> {
-        let planned = self.read_plans(out, requests)?;
+        let planned = self.read_plans(out, &requests)?;
         let array = self.array.clone();
         run(py, move || {
             let out = planned.faulted_in();
@@ -494,7 +478,7 @@ impl PipelineArray {
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyUntypedArray>,
-        requests: Vec<Request<'py>>,
+        requests: PyRef<'py, ChunkRequests>,
         write_empty: bool,
         fresh: Vec<bool>,
         existing: Option<Vec<Option<PyBackedBytes>>>,
@@ -511,23 +495,21 @@ impl PipelineArray {
             ));
         }
         let (ptr, layout) = numpy_layout(value, false)?;
-        let writes = requests
-            .into_iter()
+        let writes = (requests.items.iter())
             .enumerate()
-            .map(|(i, (key, sel, value_sel, chunk_shape))| {
-                let value_sel: Vec<_> = value_sel.into_iter().map(|(a, b)| a..b).collect();
+            .map(|(i, r)| {
                 // A write's placement is a read's, with the value as the "output".
                 let p = ChunkPlan::from_request(
-                    key,
-                    &chunk_shape,
-                    &chunk_axes(&sel)?,
-                    &value_sel,
+                    r.key.clone(),
+                    &r.shape,
+                    &r.chunk_sel,
+                    &r.out_sel,
                     &layout,
                 )
                 .map_err(to_pyerr)?;
                 Ok(ChunkWrite {
                     key: p.key,
-                    chunk_shape,
+                    chunk_shape: r.shape.clone(),
                     want: p.placement.want,
                     src_offset: p.placement.out_offset,
                     src_strides: p.placement.out_strides,
