@@ -223,12 +223,10 @@ impl PipelineArray {
         }
         let array = self.array.clone();
         let chunks = run(py, move || {
-            use rayon::prelude::*;
-            encoded
-                .par_iter()
-                .zip(keys.par_iter().zip(&shapes))
-                .map(|(e, (key, shape))| array.decode_variable(e.as_deref(), key, shape))
-                .collect::<zarrpipe_codecs::Result<Vec<_>>>()
+            let items: Vec<_> = encoded.iter().zip(keys.iter().zip(&shapes)).collect();
+            zarrpipe_codecs::process::pool::try_map(&items, |(e, (key, shape))| {
+                array.decode_variable(e.as_deref(), key, shape)
+            })
         })?;
         chunks
             .iter()

@@ -9,7 +9,6 @@
 use std::num::NonZeroU64;
 use std::ops::Range;
 
-use rayon::prelude::*;
 use zarrs::array::codec::api::{ArrayBytesOffsets, ArrayToBytesCodecTraits, CodecOptions};
 use zarrs::array::data_type::{BytesDataType, StringDataType};
 use zarrs::array::{ArrayBytes, ArrayMetadata, DataType};
@@ -137,9 +136,8 @@ impl Array {
             });
         }
         let indices = self.stored_chunks_of(region);
-        let pieces: Vec<(Vec<Range<u64>>, VarData)> = indices
-            .par_iter()
-            .map(|index| {
+        let pieces: Vec<(Vec<Range<u64>>, VarData)> =
+            crate::process::pool::try_map(&indices, |index| {
                 let key = self.chunk_key(index);
                 let origin = self.grid.origin(index);
                 let chunk = self.grid.chunk_shape(index);
@@ -162,8 +160,7 @@ impl Array {
                     .map_err(|e| array_error(&key, e))?;
                 let shape = part.iter().map(|p| p.end - p.start).collect();
                 Ok((part, VarData::from_array_bytes(bytes, shape, &key)?))
-            })
-            .collect::<Result<_>>()?;
+            })?;
         // Lay the pieces out: walk the region in C order, taking each element from the
         // piece (chunk) that holds it.
         let total: usize = pieces.iter().map(|(_, p)| p.bytes.len()).sum();
@@ -212,10 +209,9 @@ impl Array {
     /// Reads chunks of the `chunks` grid, in parallel, one [`VarData`] each.
     pub fn read_variable_chunks(&self, indices: &[Vec<u64>]) -> Result<Vec<VarData>> {
         self.variable()?;
-        indices
-            .par_iter()
-            .map(|index| self.read_variable(&self.chunk_region(index)?))
-            .collect()
+        crate::process::pool::try_map(indices, |index| {
+            self.read_variable(&self.chunk_region(index)?)
+        })
     }
 
     /// Writes `data` (the region's extent, C order) into `region`, chunk by chunk in

@@ -8,8 +8,6 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use rayon::prelude::*;
-
 use crate::array::Array;
 use crate::codec::chain::ChunkChain;
 use crate::codec::chain::Sharding;
@@ -180,12 +178,9 @@ pub(crate) fn decode_fetched(
                 pieces,
             };
             let parts = inner_parts(spec, &plan.placement);
-            let decode = |part| decode_inner(spec, &src, &index, part, target, &plan.key);
-            if parts.len() > 1 && crate::process::pool::parallel_allowed() {
-                parts.par_iter().try_for_each(decode)?;
-            } else {
-                parts.iter().try_for_each(decode)?;
-            }
+            crate::process::pool::try_each(&parts, |part| {
+                decode_inner(spec, &src, &index, part, target, &plan.key)
+            })?;
             Ok(true)
         }
     }

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use bytes::Bytes;
-use rayon::prelude::*;
 
 use crate::array::Array;
 use crate::error::{Error, Result};
@@ -20,6 +19,7 @@ use crate::layout::placement::{c_strides, Placement};
 use crate::layout::plan::{check, ChunkPlan, OutLayout};
 use crate::memory::buffer::{checked_nbytes, try_output_buffer, AlignedOutput};
 use crate::memory::out::OutPtr;
+use crate::process::pool::try_each;
 use crate::read::cache::ChunkCache;
 use crate::read::pick_direct::PickOut;
 use crate::read::Source;
@@ -260,7 +260,8 @@ impl Array {
                 offsets.push(at);
                 at += item.bytes;
             }
-            let one = |(item, &off): (&Item, &usize)| {
+            let placed: Vec<(&Item, usize)> = batch.iter().zip(offsets).collect();
+            try_each(&placed, |&(item, off)| {
                 gather_item(
                     factors,
                     &groups,
@@ -270,12 +271,7 @@ impl Array {
                     &out_strides,
                     elem,
                 )
-            };
-            if batch.len() == 1 {
-                batch.iter().zip(&offsets).try_for_each(one)?;
-            } else {
-                batch.par_iter().zip(&offsets).try_for_each(one)?;
-            }
+            })?;
         }
         Ok(())
     }

@@ -22,8 +22,8 @@ use local::OVERLAP_AT_LEAST;
 pub use local::{overlapped_reads, read_stored};
 pub use pick_direct::direct_pick_boxes;
 
+use crate::process::pool::{try_each, try_map};
 use bytes::Bytes;
-use rayon::prelude::*;
 
 use crate::array::Array;
 use crate::codec::chain::ChunkChain;
@@ -187,9 +187,8 @@ impl Array {
         if let (Source::Store, Some(remote)) = (source, self.store.remote()) {
             return crate::read::remote::read_remote(self, remote, chain, plans, &target, cache);
         }
-        let stop = crate::process::interrupt::Stop::current();
-        let one = |(i, plan): (usize, &ChunkPlan)| -> Result<bool> {
-            stop.check()?;
+        let indexed: Vec<(usize, &ChunkPlan)> = plans.iter().enumerate().collect();
+        try_map(&indexed, |&(i, plan)| -> Result<bool> {
             match source {
                 Source::Supplied(bytes) => match bytes[i] {
                     Some(encoded) => {
@@ -207,12 +206,7 @@ impl Array {
                 }
                 Source::Store => self.read_cached(chain, plan, &target, cache),
             }
-        };
-        if plans.len() == 1 {
-            plans.iter().enumerate().map(one).collect()
-        } else {
-            plans.par_iter().enumerate().map(one).collect()
-        }
+        })
     }
 
     /// One stored chunk or shard of a local or zarrs store, through the cache.
@@ -290,7 +284,7 @@ impl Array {
         };
         let n: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
         let index = ShardIndex::read(spec, src.as_ref(), n).map_err(|e| e.at(&plan.key))?;
-        let one = |(part, slot): &(InnerPart, CacheSlot)| -> Result<()> {
+        try_each(&missing, |(part, slot)| -> Result<()> {
             let entry = decode_entry(
                 |t, p| {
                     let within = InnerPart {
@@ -306,12 +300,7 @@ impl Array {
             scatter_entry(&entry, slot, &part.placement, target)?;
             cache.insert(slot.key.clone(), entry);
             Ok(())
-        };
-        if missing.len() > 1 {
-            missing.par_iter().try_for_each(one)?;
-        } else {
-            missing.iter().try_for_each(one)?;
-        }
+        })?;
         Ok(true)
     }
 
@@ -365,7 +354,7 @@ impl Array {
         indices: &[Vec<u64>],
         cache: Option<&ChunkCache>,
     ) -> Result<Vec<ChunkData>> {
-        let one = |index: &Vec<u64>| -> Result<ChunkData> {
+        try_map(indices, |index| -> Result<ChunkData> {
             let region = self.chunk_region(index)?;
             if let Some(hit) = cache.and_then(|c| c.get_if_hit(&self.cache_key_of_chunk(index))) {
                 return Ok(ChunkData {
@@ -380,12 +369,7 @@ impl Array {
                 shape: region.out_shape,
                 cached: false,
             })
-        };
-        if indices.len() == 1 {
-            indices.iter().map(one).collect()
-        } else {
-            indices.par_iter().map(one).collect()
-        }
+        })
     }
 
     /// The cache key of chunk `index` of the `chunks` grid (an inner chunk of a shard has

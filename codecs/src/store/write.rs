@@ -57,7 +57,6 @@ impl Store {
     /// is returned. Every value ends old or new, never torn, and a replacement never lands
     /// inside another writer's [`Store::update`] of the same key (see [`Store::replace`]).
     pub fn put_many(&self, ops: &[(&str, Option<&[u8]>)]) -> Result<()> {
-        use rayon::prelude::*;
         self.check_writable()?;
         if let Backend::Remote(remote) = &self.backend {
             let owned: Vec<(String, Option<Bytes>)> = ops
@@ -94,11 +93,8 @@ impl Store {
             })
             .map(|_| ())
         };
-        let results: Vec<Result<()>> = if ops.len() > 1 {
-            ops.par_iter().map(one).collect()
-        } else {
-            ops.iter().map(one).collect()
-        };
+        // Every value attempted even when one fails: each result is kept, then the first error.
+        let results = crate::process::pool::try_map(ops, |op| Ok(one(op)))?;
         results.into_iter().collect()
     }
 

@@ -16,8 +16,6 @@ pub use fill::all_fill;
 
 use std::ops::Range;
 
-use rayon::prelude::*;
-
 use crate::array::Array;
 use crate::codec::encode::view::ChunkView;
 use crate::error::{Error, Result};
@@ -265,14 +263,6 @@ pub(crate) fn map_indices<T: Send>(
     range: Range<usize>,
     f: impl Fn(usize) -> Result<T> + Sync + Send,
 ) -> Result<Vec<T>> {
-    let stop = crate::process::interrupt::Stop::current();
-    let f = |i| {
-        stop.check()?;
-        f(i)
-    };
-    if range.len() == 1 {
-        range.map(f).collect()
-    } else {
-        range.into_par_iter().map(f).collect()
-    }
+    let indices: Vec<usize> = range.collect();
+    crate::process::pool::try_map(&indices, |&i| f(i))
 }

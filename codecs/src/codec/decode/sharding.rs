@@ -6,8 +6,6 @@
 //! docs/architecture.md): an entry pointing outside the shard is a corrupt-chunk error, never a
 //! panic.
 
-use rayon::prelude::*;
-
 use crate::codec::chain::Sharding;
 use crate::codec::decode::bytes_codecs::{crc32c_strip, DecodeError};
 use crate::codec::decode::{decode_chunk, ChunkTarget};
@@ -254,10 +252,7 @@ pub fn decode_shard(
     let n: u64 = spec.grid(&placement.chunk_shape).iter().product();
     let index = ShardIndex::read(spec, src, n).map_err(|e| e.at(key))?;
     let parts = inner_parts(spec, placement);
-    let one = |part: &InnerPart| decode_inner(spec, src, &index, part, target, key);
-    if parts.len() > 1 && crate::process::pool::parallel_allowed() {
-        parts.par_iter().try_for_each(one)
-    } else {
-        parts.iter().try_for_each(one)
-    }
+    crate::process::pool::try_each(&parts, |part| {
+        decode_inner(spec, src, &index, part, target, key)
+    })
 }
