@@ -24,8 +24,10 @@ WHEEL_DIR := $(CARGO_TARGET_DIR)/wheels
 VENV := .venv
 VENV_NEW := .venv-py312
 # The benchmark's own venv: zarrpipe, maturin and the readers it compares ([bench]), nothing
-# of the tests' (torch, JAX, the docs tools).
+# of the tests' (torch, JAX, the docs tools). On the newest Python here, so that it gets the
+# newest zarr-python and its FusedCodecPipeline (zarr >= 3.3 needs Python >= 3.12).
 VENV_BENCH := .venv-bench
+PYTHON_BENCH ?= $(or $(PYTHON_NEW),$(PYTHON))
 # The dependencies come from pyproject.toml's extras: [test] (what tests/ needs), [dev] (lint,
 # stub check, maturin, the docs site), [loaders] (torch and JAX, for the DLPack and DataLoader
 # tests: installed in .venv only, the other venvs skip those tests) and [bench] (the other
@@ -53,7 +55,7 @@ $(VENV_NEW)/.ready: pyproject.toml .ci/extras.py
 	touch $@
 
 $(VENV_BENCH)/.ready: pyproject.toml .ci/extras.py
-	$(PYTHON) -m venv $(VENV_BENCH)
+	$(PYTHON_BENCH) -m venv $(VENV_BENCH)
 	$(VENV_BENCH)/bin/pip install -q -U pip $$($(EXTRAS) release)
 	$(EXTRAS) bench > $(VENV_BENCH)/requirements.txt
 	$(VENV_BENCH)/bin/pip install -q -r $(VENV_BENCH)/requirements.txt

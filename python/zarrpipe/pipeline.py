@@ -190,7 +190,8 @@ class CodecPipeline(_abc.CodecPipeline):
         """Whether the engine fetches these chunks itself: it reaches the store, and every
         chunk of the batch is in it."""
         assert self._impl is not None
-        if not self._impl.reads_store or not all(g.store is self.store for g, *_ in batch):
+        store = self.store
+        if not self._impl.reads_store or not all(item[0].store is store for item in batch):
             return False
         root = _local_root(self.store)
         if root != self._root:
@@ -240,10 +241,9 @@ class CodecPipeline(_abc.CodecPipeline):
                 self._fall_back("output buffer or chunk selection not supported")
             return await self._python.read(batch, out, drop_axes)
         if _REPORTS_STATUS:
-            return tuple(
-                _abc.GetResult(status="present" if p else "missing")  # type: ignore[attr-defined]
-                for p in present
-            )
+            # zarr-python's `GetResult` is a TypedDict: dicts, built as literals (calling the
+            # TypedDict was 8 % of a 1,024-chunk read through this pipeline).
+            return tuple({"status": "present"} if p else {"status": "missing"} for p in present)
         return None
 
     async def _read_variable(
