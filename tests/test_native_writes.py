@@ -15,6 +15,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -522,20 +523,35 @@ def test_pipeline_placements_that_overlap_are_refused(written, tmp_path):
     meta = json.loads((tmp_path / "x" / "zarr.json").read_text())
     engine = zarrpipe._zarrpipe._PipelineArray(json.dumps(meta), None, zarrpipe.Store(tmp_path))
     out = np.full((8, 16), -99, dtype="int32")
+
+    def requests(*items):
+        """zarr-python's batch: (getter, spec, chunk selection, out selection, complete)."""
+        batch = [
+            (
+                SimpleNamespace(path=key),
+                SimpleNamespace(shape=shape),
+                tuple(slice(a, b) for a, b in chunk),
+                tuple(slice(a, b) for a, b in where),
+                False,
+            )
+            for key, chunk, where, shape in items
+        ]
+        return zarrpipe._zarrpipe._ChunkRequests.from_batch(batch, out.shape)
+
     one = ("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], CHUNKS)
-    assert engine.read(out, [one]) == [True]
+    assert engine.read(out, requests(one)) == [True]
     np.testing.assert_array_equal(out, data[:8, :16])
     out[...] = -99
     other = ("x/c/1/1", [(0, 8), (0, 16)], [(0, 8), (0, 16)], CHUNKS)
     shifted = ("x/c/1/1", [(0, 4), (0, 16)], [(4, 8), (0, 16)], CHUNKS)
-    for requests in ([one, other], [one, shifted]):
+    for pair in ([one, other], [one, shifted]):
         with pytest.raises(IndexError, match="both write output elements"):
-            engine.read(out, requests)
+            engine.read(out, requests(*pair))
         np.testing.assert_array_equal(out, -99)
-    # A chunk shape of other axes, or empty, is refused too.
-    for shape in ((8,), (8, 0)):
-        with pytest.raises(IndexError, match="not a chunk shape"):
-            engine.read(out, [("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], shape)])
+    # An empty chunk shape is refused; one of other axes is not a box request at all.
+    with pytest.raises(IndexError, match="not a chunk shape"):
+        engine.read(out, requests(("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], (8, 0))))
+    assert requests(("x/c/0/0", [(0, 8), (0, 16)], [(0, 8), (0, 16)], (8,))) is None
     np.testing.assert_array_equal(out, -99)
 
 
