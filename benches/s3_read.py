@@ -103,12 +103,12 @@ def zarr_read(endpoint: str, pipeline: str | None) -> tuple[np.ndarray, int | No
         if ours:
             from zarrpipe import pipeline as zp
 
-            zp._ENGINE_STORES.clear()
+            zp.ENGINE_STORES.clear()
         out = arr[...]
         note = "; ".join(sorted({str(w.message)[:80] for w in caught}))
     if not ours:
         return out, None, note
-    counts = [s.request_counts() for s in zp._ENGINE_STORES.values()]
+    counts = [s.request_counts() for s in zp.ENGINE_STORES.values()]
     note = note or "chunks fetched by zarrpipe (Rust); metadata by zarr-python"
     return out, sum(c["gets"] + c["heads"] for c in counts), note
 

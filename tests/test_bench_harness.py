@@ -525,6 +525,12 @@ def test_small_arrays_measure_every_read_and_check_the_values(tmp_path):
         assert row["n"] == 2 and row["min_ms"] <= row["median_ms"] <= row["max_ms"]
     table = small.table(result)
     assert "| sharded, oindex every 8th row and column |" in table
+    # The decode limit of small zstd chunks: one batched call, every chunk checked.
+    from zarrpipe.bench import decode_limit
+
+    limit = decode_limit.measure_batched(datasets[1], repeats=2)
+    assert (limit["level"], limit["chunks"]) == ("inner", 1024)
+    assert limit["decoded_bytes"] == 2048 * 2048 * 2 and limit["limit_mb_s"] > 0
     # A reader whose values differ from the source is a failed row, not a time.
     datasets[0].checksums["whole"] = "0" * 32
     bad = small.run(datasets[:1], ["zarrpipe"], specs, threads=2, rounds=1, repeats=1, timeout=300)

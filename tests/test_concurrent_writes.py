@@ -3,7 +3,7 @@ of one shard (or of one Zarr v2 chunk) many times at once, as threads, as spawne
 through zarr-python on zarrpipe's pipeline, mixed with each other and with TensorStore, on
 local directories and on S3; afterwards every writer's last value is there.
 
-The scenario is `zarrpipe.bench.lost_updates` (which also counts what other writers lose:
+The scenario is `benches/lost_updates.py` (which also counts what other writers lose:
 BENCHMARKS.md). A writer that fails or hangs fails the test.
 """
 
@@ -21,7 +21,11 @@ import numpy as np
 import pytest
 import zarrpipe
 from remote_servers import http_server, moto_s3
-from zarrpipe.bench import lost_updates as lu
+
+# The scenario is a benchmark script, not library code: imported from benches/ (spawned
+# writers find it there too: a spawned process starts with this one's sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+import lost_updates as lu
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -92,7 +92,7 @@ def test_direct_picks_equal_zarr_python(tmp_path, sharded, big_endian, kind, key
 
 
 def _as_index(key, shape):
-    return [np.arange(n)[k] if isinstance(k, slice) else k for k, n in zip(key, shape)]
+    return [np.arange(n)[k] if isinstance(k, slice) else k for k, n in zip(key, shape, strict=True)]
 
 
 @pytest.mark.parametrize("sharded", [True, False], ids=["sharded", "chunked"])

@@ -223,14 +223,14 @@ def test_zarr_python_pipeline_over_an_object_store(s3, local_store, path):
         access_key_id="test", secret_access_key="test", client_options={"allow_http": True},
     )  # fmt: skip
     want = expected(local_store, path)
-    pipeline._ENGINE_STORES.clear()
+    pipeline.ENGINE_STORES.clear()
     with zarr.config.set({"codec_pipeline.path": "zarrpipe.CodecPipeline"}), quiet_zarr_writes():
         z = zarr.open_array(zarr.storage.ObjectStore(obs, read_only=True), path=path, mode="r")
         assert type(z._async_array.codec_pipeline).__module__ == "zarrpipe"
         np.testing.assert_array_equal(z[...], want)
         np.testing.assert_array_equal(z[3:29, 5:44], want[3:29, 5:44])
         # The chunks were fetched by zarrpipe's Rust side, not through zarr-python's store.
-        (ours,) = pipeline._ENGINE_STORES.values()
+        (ours,) = pipeline.ENGINE_STORES.values()
         before = ours.request_counts()["gets"]
         assert before > 0
         assert int(z[5, 9]) == int(want[5, 9])

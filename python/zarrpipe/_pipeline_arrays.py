@@ -32,11 +32,11 @@ class FallbackWarning(UserWarning):
     """
 
 
-def _strict() -> bool:
+def strict_mode() -> bool:
     return bool(config.get("codec_pipeline.strict", False))
 
 
-def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
+def codecs_of(metadata: ArrayMetadata) -> list[Codec]:
     if isinstance(metadata, ArrayV3Metadata):
         return list(metadata.codecs)
     from zarr.codecs._v2 import V2Codec
@@ -45,7 +45,7 @@ def _codecs_of(metadata: ArrayMetadata) -> list[Codec]:
     return [V2Codec(filters=metadata.filters, compressor=metadata.compressor)]
 
 
-def _native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
+def native_dtype(metadata: ArrayMetadata) -> np.dtype[Any] | None:
     """The NumPy dtype of the engine's elements for a fixed-size type (numbers, bool,
     datetimes, fixed-length strings and bytes, records): native byte order (the engine
     swaps); a v2 record's fields as stored (v2 records carry their byte order, v3 ones take
@@ -77,7 +77,7 @@ def _custom_codec(codecs: Iterable[Any]) -> Any:
     return None
 
 
-def _as_counts(array: np.ndarray, dtype: np.dtype[Any]) -> tuple[np.ndarray, np.dtype[Any]]:
+def as_counts(array: np.ndarray, dtype: np.dtype[Any]) -> tuple[np.ndarray, np.dtype[Any]]:
     """`array` and `dtype` with every time (field) as int64 counts when they are the same
     type in different byte orders and hold a time, since NumPy copies a generic-unit time
     between byte orders unswapped (and swaps integers, record fields too); otherwise as
@@ -112,15 +112,15 @@ def _counts_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return dtype
 
 
-def _to_dtype(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+def to_dtype(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
     """`values.astype(dtype, copy=False)`, times converted through their counts."""
-    counts, as_int = _as_counts(values, dtype)
+    counts, as_int = as_counts(values, dtype)
     if counts is values:
         return values.astype(dtype, copy=False)
     return counts.astype(as_int, copy=False).view(dtype)
 
 
-def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
+def build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
     """The engine array for `metadata`, reading and writing `store` itself when it can
     reach it, or None (with a warning) when zarrpipe cannot handle this array."""
     custom = _custom_codec(metadata.codecs) if isinstance(metadata, ArrayV3Metadata) else None
@@ -128,18 +128,18 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
         # The user configured their own codec class: honour it (and say so).
         cls = type(custom)
         reason = f"codec class {cls.__module__}.{cls.__qualname__} is not zarr-python's own"
-    elif _native_dtype(metadata) is None and not _is_variable(metadata):
+    elif native_dtype(metadata) is None and not _is_variable(metadata):
         reason = f"data type {metadata.dtype} is not one zarrpipe reads"
     else:
         try:
             return _PipelineArray(
-                _metadata_json(metadata), _subchunk_write_order(metadata), _engine_store(store)
+                array_metadata_json(metadata), _subchunk_write_order(metadata), _engine_store(store)
             )
         except UnsupportedError as e:
             reason = str(e)
         except Exception as e:  # metadata zarrs' parser rejects
             reason = f"{type(e).__name__}: {e}"
-    if _strict():
+    if strict_mode():
         raise UnsupportedError(f"zarrpipe.CodecPipeline cannot handle this array: {reason}")
     warnings.warn(
         f"zarrpipe.CodecPipeline: {reason}; using zarr-python's pipeline for this array",
@@ -151,7 +151,7 @@ def _build_impl(metadata: ArrayMetadata, store: Any) -> _PipelineArray | None:
 
 # zarrpipe Stores over the locations zarr-python's stores point at, by process (a forked
 # child opens its own: HTTP connections do not survive a fork), URL and options.
-_ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
+ENGINE_STORES: dict[tuple[int, str, tuple[tuple[str, str], ...]], Any] = {}
 
 
 def _engine_store(store: Any) -> Any | None:
@@ -161,7 +161,7 @@ def _engine_store(store: Any) -> Any | None:
     `xr.open_zarr("path")` open), or zarr-python's `ObjectStore` over an obstore store
     zarrpipe can open (S3, GCS, Azure, HTTP, local: the binding reads its configuration).
     None for any other store: zarr-python moves the bytes."""
-    root = _local_root(store)
+    root = local_root(store)
     if root is not None:
         url, options = root, {}
     elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
@@ -172,16 +172,16 @@ def _engine_store(store: Any) -> Any | None:
     else:
         return None
     key = (os.getpid(), url, tuple(sorted(options.items())))
-    found = _ENGINE_STORES.get(key)
+    found = ENGINE_STORES.get(key)
     if found is None:
         try:
-            found = _ENGINE_STORES.setdefault(key, _EngineStore(url, mode="a", options=options))
+            found = ENGINE_STORES.setdefault(key, _EngineStore(url, mode="a", options=options))
         except (ValueError, OSError, ZarrpipeError):
             return None
     return found
 
 
-def _local_root(store: Any) -> str | None:
+def local_root(store: Any) -> str | None:
     """The directory of a local store: `LocalStore`, or `FsspecStore` over exactly fsspec's
     `LocalFileSystem` (zarr-python wraps it for async use)."""
     if type(store) is LocalStore:
@@ -209,7 +209,7 @@ def _subchunk_write_order(metadata: ArrayMetadata) -> str | None:
     return order if isinstance(order, str) else None
 
 
-def _metadata_json(metadata: ArrayMetadata) -> str:
+def array_metadata_json(metadata: ArrayMetadata) -> str:
     with warnings.catch_warnings():
         # zarr-python warns, on every serialisation, that some v3 data types (fixed-length
         # strings, datetimes, records) have no spec yet; it warned when the array was made.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     BatchInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
 
 
-def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
+def chunk_positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
     """The C-order positions in a chunk of `shape` that zarr-python's chunk selection `sel`
     selects, shaped as `chunk[sel]` is: per axis, the selected coordinates (NumPy indexes a
     broadcast view, so nothing of the chunk's size is made) times the axis' stride."""
@@ -33,7 +33,7 @@ def _positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
     return np.asarray(flat, dtype=np.uint64)
 
 
-def _value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:
+def value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:
     """`value` in the shape of the selection (the extent of the batch's output selections),
     broadcast as zarr-python's pipeline does; None when the selections are not basic or the
     value has more axes than the selection (zarr-python's pipeline then writes it).

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zarrpipe._zarrpipe import Tensor
-from zarrpipe.loader import _move_batch
+from zarrpipe.loader import move_batch
 
 __all__ = ["batches", "to_jax"]
 
@@ -38,7 +38,7 @@ def to_jax(
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
-    return _move_batch(batch, jnp.from_dlpack)
+    return move_batch(batch, jnp.from_dlpack)
 
 
 def batches(

@@ -30,7 +30,7 @@ Batch = Tensor | np.ndarray | tuple[Tensor | np.ndarray, ...]
 Into = Callable[[tuple[int, ...], np.dtype[Any]], tuple[Any, np.ndarray] | None]
 
 
-def _move_batch(batch: Batch, move: Callable[[Any], Any]) -> Any:
+def move_batch(batch: Batch, move: Callable[[Any], Any]) -> Any:
     """A batch with each Tensor handed to `move` through its writable DLPack door (for
     example `torch.from_dlpack`); anything else (a variable-length array's NumPy batch: no
     framework has a string type) stays as it is. A tuple gives a tuple."""
@@ -234,7 +234,7 @@ class BatchLoader:
             zarrpipe.DecodeError: A chunk does not decode (raised by `next`, as every read
                 error is, at the batch that needs it).
         """
-        return self._iter_share(self._epoch, 0, 1)
+        return self.iter_share(self._epoch, 0, 1)
 
     def indices(self, epoch: int | None = None) -> list[np.ndarray]:
         """The sample indices of each batch of an epoch, in order (nothing is read).
@@ -278,12 +278,25 @@ class BatchLoader:
     def _batches_of(self, worker: int, workers: int) -> int:
         return len(_order.worker_block(len(self._bounds()), worker, workers))
 
-    def _iter_share(
+    def iter_share(
         self, epoch: int, worker: int, workers: int, into: Into | None = None
     ) -> Iterator[Batch]:
-        """Batches of worker `worker` of `workers` (a contiguous block of the rank's); with
-        `into`, each fixed-size array's batch is gathered into the buffer `into` gives and
-        the batch holds `into`'s handle in its place."""
+        """The batches one worker of a rank reads in an epoch (the torch and JAX loaders'
+        workers call it; iterating the loader is `iter_share(epoch, 0, 1)`).
+
+        Args:
+            epoch: The epoch, which with the seed fixes the shuffle.
+            worker: This worker's number, from 0.
+            workers: How many workers share the rank's batches: each reads a contiguous block
+                of them.
+            into: Where fixed-size arrays' batches are gathered: called with a batch's shape
+                and data type, it returns `(handle, buffer)` (a C-contiguous buffer of that
+                shape and type) or None (a fresh Tensor), and the batch holds the handle in
+                the array's place. None: every batch is a fresh Tensor.
+
+        Returns:
+            An iterator over the worker's batches, in order.
+        """
         plan = self._epoch_plan(epoch)
         share = _order.rank_share(plan.order, self.rank, self.world_size)
         bounds = self._bounds()

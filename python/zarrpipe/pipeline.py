@@ -32,18 +32,18 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV3Metadata
 
 from zarrpipe._pipeline_arrays import (
-    _ENGINE_STORES,  # noqa: F401  (tests look at the stores the pipeline opened)
+    ENGINE_STORES,  # noqa: F401  (tests look at the stores the pipeline opened)
     FallbackWarning,
-    _as_counts,
-    _build_impl,
-    _codecs_of,
-    _local_root,
-    _metadata_json,
-    _native_dtype,
-    _strict,
-    _to_dtype,
+    array_metadata_json,
+    as_counts,
+    build_impl,
+    codecs_of,
+    local_root,
+    native_dtype,
+    strict_mode,
+    to_dtype,
 )
-from zarrpipe._pipeline_selections import _positions, _value_for_selection
+from zarrpipe._pipeline_selections import chunk_positions, value_for_selection
 from zarrpipe._zarrpipe import UnsupportedError, _ChunkRequests, _PipelineArray
 
 __all__ = ["CodecPipeline", "FallbackWarning"]
@@ -98,12 +98,12 @@ class CodecPipeline(_abc.CodecPipeline):
 
     def __post_init__(self) -> None:
         if self._fallback is None:
-            self._fallback = BatchedCodecPipeline.from_codecs(_codecs_of(self.metadata))
+            self._fallback = BatchedCodecPipeline.from_codecs(codecs_of(self.metadata))
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: ArrayMetadata, store: Store) -> Self:
-        impl = _build_impl(array_metadata, store)
-        return cls(metadata=array_metadata, store=store, _impl=impl, _root=_local_root(store))
+        impl = build_impl(array_metadata, store)
+        return cls(metadata=array_metadata, store=store, _impl=impl, _root=local_root(store))
 
     @classmethod
     def from_codecs(cls, codecs: Iterable[Codec]) -> Any:
@@ -114,9 +114,8 @@ class CodecPipeline(_abc.CodecPipeline):
         # By JSON, not by metadata objects: a NaN fill value must equal itself after pickling.
         if not isinstance(other, CodecPipeline):
             return NotImplemented
-        return self.store == other.store and _metadata_json(self.metadata) == _metadata_json(
-            other.metadata
-        )
+        mine, theirs = array_metadata_json(self.metadata), array_metadata_json(other.metadata)
+        return self.store == other.store and mine == theirs
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
@@ -127,9 +126,9 @@ class CodecPipeline(_abc.CodecPipeline):
         self._warned = False
         self.metadata = state["metadata"]
         self.store = state["store"]
-        self._impl = _build_impl(self.metadata, self.store)
-        self._root = _local_root(self.store)
-        self._fallback = BatchedCodecPipeline.from_codecs(_codecs_of(self.metadata))
+        self._impl = build_impl(self.metadata, self.store)
+        self._root = local_root(self.store)
+        self._fallback = BatchedCodecPipeline.from_codecs(codecs_of(self.metadata))
 
     @property
     def _python(self) -> BatchedCodecPipeline:
@@ -140,7 +139,7 @@ class CodecPipeline(_abc.CodecPipeline):
         return self
 
     def __iter__(self) -> Iterator[Codec]:
-        return iter(_codecs_of(self.metadata))
+        return iter(codecs_of(self.metadata))
 
     @property
     def supports_partial_decode(self) -> bool:
@@ -175,7 +174,7 @@ class CodecPipeline(_abc.CodecPipeline):
 
     def _supported_buffer(self, array: Any) -> bool:
         """A buffer of exactly the engine's elements: decoded straight into."""
-        dtype = _native_dtype(self.metadata)
+        dtype = native_dtype(self.metadata)
         return isinstance(array, np.ndarray) and dtype is not None and array.dtype == dtype
 
     def _converted_buffer(self, array: Any) -> bool:
@@ -183,7 +182,7 @@ class CodecPipeline(_abc.CodecPipeline):
         allocates a v2 big-endian array's buffers big-endian; `get_*_selection(out=)` takes
         any NumPy buffer): decoded into native scratch, NumPy converts each piece into
         place, as zarr-python's `out[selection] = chunk` does."""
-        dtype = _native_dtype(self.metadata)
+        dtype = native_dtype(self.metadata)
         return isinstance(array, np.ndarray) and dtype is not None and array.dtype != dtype
 
     def _reads_store(self, batch: list[BatchInfo]) -> bool:
@@ -193,10 +192,10 @@ class CodecPipeline(_abc.CodecPipeline):
         store = self.store
         if not self._impl.reads_store or not all(item[0].store is store for item in batch):
             return False
-        root = _local_root(self.store)
+        root = local_root(self.store)
         if root != self._root:
             # The store moved (`LocalStore.move`): the engine follows it to its new root.
-            impl = _build_impl(self.metadata, self.store)
+            impl = build_impl(self.metadata, self.store)
             if impl is None or not impl.reads_store:
                 return False
             self._impl, self._root = impl, root
@@ -205,7 +204,7 @@ class CodecPipeline(_abc.CodecPipeline):
     def _fall_back(self, why: str) -> None:
         """Strict mode raises; otherwise warns, once per array, that zarr-python's pipeline
         runs this batch."""
-        if _strict():
+        if strict_mode():
             raise UnsupportedError(f"zarrpipe.CodecPipeline: {why}")
         if not self._warned:
             self._warned = True
@@ -234,7 +233,7 @@ class CodecPipeline(_abc.CodecPipeline):
             else:
                 present = await self._read_picks(batch, array, drop_axes)
         elif self._impl is not None and batch and self._converted_buffer(array):
-            target, native = _as_counts(array, _native_dtype(self.metadata))
+            target, native = as_counts(array, native_dtype(self.metadata))
             present = await self._read_picks(batch, target, drop_axes, native)
         if present is None:
             if self._impl is not None and batch:
@@ -396,12 +395,12 @@ class CodecPipeline(_abc.CodecPipeline):
         if self._impl.variable:
             await self._write_points(batch, array, drop_axes, None)
             return
-        dtype = _native_dtype(self.metadata)
-        assert dtype is not None  # _build_impl refuses arrays without one
+        dtype = native_dtype(self.metadata)
+        assert dtype is not None  # build_impl refuses arrays without one
         requests = None
         basic = None
         if not drop_axes and array.dtype.kind == dtype.kind:
-            basic = _value_for_selection(_to_dtype(array, dtype), batch)
+            basic = value_for_selection(to_dtype(array, dtype), batch)
             if basic is not None:
                 requests = _ChunkRequests.from_batch(batch, basic.shape)
         if requests is not None:
@@ -431,7 +430,7 @@ class CodecPipeline(_abc.CodecPipeline):
         pieces = []
         for getter, spec, chunk_sel, out_sel, complete in batch:
             shape = tuple(spec.shape)
-            positions = _positions(shape, chunk_sel)
+            positions = chunk_positions(shape, chunk_sel)
             piece = value if value.ndim == 0 else value[out_sel]
             if drop_axes and value.ndim:
                 piece = piece[
@@ -442,7 +441,7 @@ class CodecPipeline(_abc.CodecPipeline):
             items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh, shape))
         values = np.concatenate(pieces) if pieces else value.ravel()[:0]
         if dtype is not None:
-            values = _to_dtype(values, dtype)
+            values = to_dtype(values, dtype)
         write_empty = bool(batch[0][1].config.write_empty_chunks)
         if self._reads_store(batch):
             self.store._check_writable()

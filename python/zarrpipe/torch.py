@@ -23,7 +23,7 @@ import torch.utils.data
 
 from zarrpipe._torch_shared import SlotPool, share_tracker
 from zarrpipe._zarrpipe import Array, Tensor, set_num_threads
-from zarrpipe.loader import BatchLoader, _move_batch
+from zarrpipe.loader import BatchLoader, move_batch
 
 __all__ = ["ZarrDataset", "to_torch"]
 
@@ -44,7 +44,7 @@ def to_torch(
     Raises:
         BufferError: The Tensor's buffer is shared (a view of it is alive) or consumed.
     """
-    return _move_batch(batch, torch.from_dlpack)
+    return move_batch(batch, torch.from_dlpack)
 
 
 def _share_cores(workers: int) -> None:
@@ -169,7 +169,7 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             if self._pool is None:
                 self._pool = SlotPool()
             into = self._pool.take
-        batches = self.loader._iter_share(epoch, worker, workers, into)
+        batches = self.loader.iter_share(epoch, worker, workers, into)
         try:
             for batch in batches:
                 yield to_torch(batch)

@@ -4,6 +4,7 @@
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
+use zarrpipe_codecs::layout::index::for_each_index;
 use zarrpipe_codecs::select::pick::Factor;
 
 use super::items::{expand, int_index, slice_steps, wrap, Indices, Item};
@@ -149,21 +150,15 @@ pub fn numpy_pick(shape: &[u64], key: &Bound<'_, PyAny>) -> PyResult<(Vec<Factor
 fn nonzero(m: &Indices<bool>) -> Vec<Vec<u64>> {
     let ndim = m.ndim();
     let mut out = vec![Vec::new(); ndim];
-    let mut coord = vec![0usize; ndim];
-    for &v in &m.values {
-        if v {
+    let ranges: Vec<std::ops::Range<u64>> = m.shape.iter().map(|&n| 0..n as u64).collect();
+    let mut values = m.values.iter();
+    for_each_index(&ranges, |coord| {
+        if values.next().copied().unwrap_or(false) {
             for (axis, &c) in coord.iter().enumerate() {
-                out[axis].push(c as u64);
+                out[axis].push(c);
             }
         }
-        for axis in (0..ndim).rev() {
-            coord[axis] += 1;
-            if coord[axis] < m.shape[axis] {
-                break;
-            }
-            coord[axis] = 0;
-        }
-    }
+    });
     out
 }
 
@@ -232,18 +227,17 @@ fn points(
             strides[pad + d] = if len == 1 { 0 } else { stride };
             stride *= len;
         }
-        let mut coord = vec![0usize; bshape.len()];
-        for p in 0..n {
-            let at: usize = coord.iter().zip(&strides).map(|(c, s)| c * s).sum();
+        let ranges: Vec<std::ops::Range<u64>> = bshape.iter().map(|&d| 0..d as u64).collect();
+        let mut p = 0;
+        for_each_index(&ranges, |coord| {
+            let at: usize = coord
+                .iter()
+                .zip(&strides)
+                .map(|(&c, s)| c as usize * s)
+                .sum();
             coords[p * k + t] = a.values[at];
-            for axis in (0..bshape.len()).rev() {
-                coord[axis] += 1;
-                if coord[axis] < bshape[axis] {
-                    break;
-                }
-                coord[axis] = 0;
-            }
-        }
+            p += 1;
+        });
     }
     Ok((Some(Factor::Points { axes, coords }), bshape))
 }

@@ -1,12 +1,11 @@
 //! `zarrpipe.Store`: a Zarr store, the arrays and groups opened in it and its chunk cache;
-//! `zarrpipe.Group` (`group`), `zarrpipe.open` (`open`) and zarr-python's modes (`mode`).
+//! `zarrpipe.Group` (`group`) and `zarrpipe.open` (`open`). Where a location is and what each
+//! of zarr-python's modes does are the engine's (`store/open_mode.rs`).
 
 pub mod group;
-mod mode;
 pub mod open;
 
 use group::Group;
-use mode::Mode;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +16,7 @@ use pyo3::types::{PyDict, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::hierarchy::listing as hierarchy;
 use zarrpipe_codecs::read::cache::ChunkCache;
+use zarrpipe_codecs::store::open_mode::Mode;
 use zarrpipe_codecs::store::remote::RemoteSettings;
 use zarrpipe_codecs::store::{key_prefix, node_path, Store as EngineStore};
 
@@ -210,35 +210,14 @@ impl Store {
         };
         let reopen_options = options.clone();
         let options: Vec<(String, String)> = options.into_iter().collect();
-        let http = location.starts_with("http://") || location.starts_with("https://");
         let mode = match mode {
-            None if http => Mode::Read,
-            None => Mode::Append,
-            Some(m) => Mode::parse(m)?,
+            None => Mode::default_for(&location),
+            Some(m) => Mode::parse(m).map_err(to_pyerr)?,
         };
-        let local = location
-            .strip_prefix("file://")
-            .or((!location.contains("://")).then_some(location.as_str()))
-            .map(str::to_owned);
-        let store = py
-            .detach(|| match &local {
-                None => EngineStore::open_url(&location, &options, settings),
-                // "r" and "r+" open what exists; the others create on first write.
-                Some(path) if mode.must_exist() => EngineStore::open_local(path),
-                Some(path) => EngineStore::open_local_lazily(path),
-            })
-            .map_err(to_pyerr)?
-            .read_only(mode == Mode::Read)
-            .durable(durable);
-        match mode {
-            Mode::Write => py.detach(|| store.delete_prefix("")).map_err(to_pyerr)?,
-            Mode::WriteNew if !py.detach(|| store.is_empty_under("")).map_err(to_pyerr)? => {
-                return Err(pyo3::exceptions::PyFileExistsError::new_err(format!(
-                    "{location} is not empty (mode=\"w-\" creates a new store only)"
-                )));
-            }
-            _ => {}
-        }
+        // Opening may delete ("w") or list ("w-") a whole store: a long call like any other.
+        let store = run(py, || {
+            EngineStore::open_with_mode(&location, mode, &options, settings, durable)
+        })?;
         Ok(Self {
             store: Arc::new(store),
             cache: (cache_bytes > 0).then(|| Arc::new(ChunkCache::new(cache_bytes))),

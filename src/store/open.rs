@@ -10,10 +10,10 @@ use zarrpipe_codecs::hierarchy::node::read_node;
 use zarrpipe_codecs::store::{key_prefix, node_path};
 
 use super::group::Group;
-use super::mode::Mode;
 use super::Store;
 use crate::errors::to_pyerr;
 use crate::runtime::run;
+use zarrpipe_codecs::store::open_mode::Mode;
 
 /// `Store(...)`'s keyword arguments; the other keywords of `open` create an array.
 const STORE_ARGS: &[&str] = &[
@@ -46,7 +46,7 @@ pub fn open<'py>(
     use_consolidated: Option<bool>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mode = Mode::parse(mode)?;
+    let mode = Mode::parse(mode).map_err(crate::errors::to_pyerr)?;
     let node = node_path(path).map_err(to_pyerr)?;
     let at_root = node == "/";
     let store_kwargs = PyDict::new(py);

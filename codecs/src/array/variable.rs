@@ -319,9 +319,10 @@ impl Array {
             shape: shape.clone(),
         };
         let extent = region.extent();
-        let mut coord = vec![0u64; shape.len()];
         let mut all_fill = true;
-        for linear in 0..total as usize {
+        let mut linear = 0usize;
+        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+        for_each_index(&ranges, |coord| {
             let inside = coord.iter().zip(&covered).all(|(c, r)| r.contains(c));
             let value: &[u8] = if inside {
                 // Position in the region's extent, C order.
@@ -343,14 +344,8 @@ impl Array {
             all_fill &= value == fill;
             out.offsets.push(out.bytes.len());
             out.bytes.extend_from_slice(value);
-            for axis in (0..coord.len()).rev() {
-                coord[axis] += 1;
-                if coord[axis] < shape[axis] {
-                    break;
-                }
-                coord[axis] = 0;
-            }
-        }
+            linear += 1;
+        });
         out.offsets.push(out.bytes.len());
         if all_fill && !write_empty {
             return Ok(None);

@@ -1,5 +1,6 @@
 //! The one C-order loop over the multi-indices of a box, which plans, placements, shard
-//! layouts and variable-length chunks all walk.
+//! layouts, picks, variable-length chunks and the binding's NumPy selections all walk (the
+//! decoder's scatter steps the same order as a cursor, one row per piece of a stream).
 
 use std::ops::Range;
 

@@ -26,6 +26,7 @@ use crate::process::pool::try_each;
 use crate::read::gather::{gather_item, Group, Item};
 use crate::read::read_stored;
 use crate::select::pick::Factor;
+use crate::store::ranged::{ByteSource, InMemory};
 
 /// Boxes up to this size take the direct path (one per pool thread at a time); a pick with a
 /// larger one takes the batched path, whose scratch is bounded for any chunk size.
@@ -104,7 +105,10 @@ impl Array {
         })
     }
 
-    /// The touched inner chunks of one shard: the shard opened and its index read once.
+    /// The touched inner chunks of one shard: the shard opened and its index read once; a
+    /// shard whose touched inner chunks are most of its bytes is read whole, in one read,
+    /// as a read of all of it is (one ranged read per inner chunk cost a 64 MiB image's
+    /// pick of every 8th row and column 12 % more than reading all of it).
     fn gather_shard(
         &self,
         spec: &Sharding,
@@ -117,43 +121,60 @@ impl Array {
         let shard_origin = self.grid.origin(shard);
         let shard_shape = self.grid.chunk_shape(shard);
         let grid = spec.grid(&shard_shape);
-        let src = self.store.open_ranged(&key)?;
-        let index = match &src {
-            Some(src) => Some(
-                ShardIndex::read(spec, src.as_ref(), grid.iter().product())
-                    .map_err(|e| e.at(&key))?,
-            ),
-            None => None,
+        // Per item: the inner chunk holding its box (coordinates in the shard, C-order
+        // position in the index) and that inner chunk's origin in the array.
+        let parts: Vec<(usize, Vec<u64>, usize, Vec<u64>)> = list
+            .iter()
+            .map(|&i| {
+                let coord: Vec<u64> = (items[i].bbox.iter().zip(&shard_origin))
+                    .zip(&spec.inner_shape)
+                    .map(|((r, &o), &s)| (r.start - o) / s)
+                    .collect();
+                let origin: Vec<u64> = (coord.iter().zip(&spec.inner_shape))
+                    .zip(&shard_origin)
+                    .map(|((&c, &s), &o)| o + c * s)
+                    .collect();
+                let linear = (coord.iter().zip(&grid)).fold(0u64, |acc, (&c, &g)| acc * g + c);
+                (i, coord, linear as usize, origin)
+            })
+            .collect();
+        let Some(src) = self.store.open_ranged(&key)? else {
+            return try_each(&parts, |(i, _, _, origin)| {
+                self.with_box(&items[*i], origin, &spec.inner_shape, to, |p, t| {
+                    p.fill(t.out, t.fill)
+                        .map_err(|e| DecodeError::from(e).at(&key))
+                })
+            });
         };
-        try_each(list, |&i| {
-            let item = &items[i];
-            // The inner chunk holding the box, and its origin in the array.
-            let coord: Vec<u64> = (item.bbox.iter().zip(&shard_origin))
-                .zip(&spec.inner_shape)
-                .map(|((r, &o), &s)| (r.start - o) / s)
-                .collect();
-            let origin: Vec<u64> = (coord.iter().zip(&spec.inner_shape))
-                .zip(&shard_origin)
-                .map(|((&c, &s), &o)| o + c * s)
-                .collect();
-            let linear = (coord.iter().zip(&grid)).fold(0u64, |acc, (&c, &g)| acc * g + c);
+        let index =
+            ShardIndex::read(spec, src.as_ref(), grid.iter().product()).map_err(|e| e.at(&key))?;
+        let touched: u64 = (parts.iter())
+            .filter_map(|(_, _, linear, _)| index.entry(*linear))
+            .map(|(_, n)| n)
+            .sum();
+        let whole = if touched.saturating_mul(2) >= src.size() {
+            Some(src.read(0, src.size())?)
+        } else {
+            None
+        };
+        let in_memory = whole.as_deref().map(InMemory);
+        let source: &dyn ByteSource = match &in_memory {
+            Some(m) => m,
+            None => src.as_ref(),
+        };
+        try_each(&parts, |(i, coord, linear, origin)| {
             self.with_box(
-                item,
-                &origin,
+                &items[*i],
+                origin,
                 &spec.inner_shape,
                 to,
-                |placement, target| match (&src, &index) {
-                    (Some(src), Some(index)) => {
-                        let part = InnerPart {
-                            coord: coord.clone(),
-                            linear: linear as usize,
-                            placement: placement.clone(),
-                        };
-                        decode_inner(spec, src.as_ref(), index, &part, target, &key)
-                    }
-                    _ => placement
-                        .fill(target.out, target.fill)
-                        .map_err(|e| DecodeError::from(e).at(&key)),
+                |placement, target| {
+                    let part = InnerPart {
+                        coord: coord.clone(),
+                        linear: *linear,
+                        placement: placement.clone(),
+                    };
+                    decode_inner(spec, source, &index, &part, target, &key)
                 },
             )
         })

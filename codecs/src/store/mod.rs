@@ -11,6 +11,7 @@ mod inventory;
 pub mod key_turns;
 pub mod local_read;
 pub mod local_write;
+pub mod open_mode;
 pub mod ranged;
 pub mod remote;
 mod remote_runtime;

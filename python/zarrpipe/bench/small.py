@@ -352,7 +352,7 @@ def bench(
     if decode_limits:
         result["decode_limits"] = {}
         for d in datasets:
-            lim = decode_limit.measure(d, repeats=5)
+            lim = decode_limit.measure_batched(d, repeats=5)
             result["decode_limits"][d.name] = {
                 "codec": lim["codec"],
                 "limit_ms": d.nbytes / 1e6 / lim["limit_mb_s"] * 1e3,

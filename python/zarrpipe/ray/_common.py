@@ -13,14 +13,14 @@ from zarrpipe._zarrpipe import Store
 Location = str | os.PathLike[str] | Store
 
 
-def _count(name: str, value: Any, least: int) -> int:
+def checked_count(name: str, value: Any, least: int) -> int:
     n = operator.index(value)  # TypeError for what is no integer
     if n < least:
         raise ValueError(f"{name} must be at least {least}, got {n}")
     return n
 
 
-def _store(location: Location, options: Mapping[str, str] | None, mode: str) -> Store:
+def open_store(location: Location, options: Mapping[str, str] | None, mode: str) -> Store:
     """The Store every task reopens (by unpickling it): a Store given as it is, else one
     opened at `location` in `mode`."""
     if isinstance(location, Store):
@@ -36,5 +36,5 @@ def _store(location: Location, options: Mapping[str, str] | None, mode: str) -> 
     return Store(location, mode=mode, options=dict(options) if options else None)
 
 
-def _join(group: str, name: str) -> str:
+def join_path(group: str, name: str) -> str:
     return f"{group.rstrip('/')}/{name}" if group.strip("/") else name

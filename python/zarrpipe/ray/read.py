@@ -16,7 +16,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from zarrpipe._zarrpipe import Array, Store
 from zarrpipe._zarrpipe import open as _open_node
-from zarrpipe.ray._common import Location, _count, _join, _store
+from zarrpipe.ray._common import Location, checked_count, join_path, open_store
 
 if TYPE_CHECKING:
     from ray.data.context import DataContext
@@ -100,7 +100,7 @@ def _select(
         named = {name: name for name in arrays}
     if not named:
         raise ValueError("arrays names no array")
-    chosen = [(column, store.open_array(_join(path, member))) for column, member in named.items()]
+    chosen = [(c, store.open_array(join_path(path, member))) for c, member in named.items()]
     flat = [(c, a) for c, a in chosen if a.ndim == 0]
     if flat:
         raise ValueError(f"arrays without an axis 0 cannot make rows: {_describe(flat)}")
@@ -221,7 +221,7 @@ class ZarrDatasource(Datasource):
             TypeError: `options` given with a Store.
         """
         super().__init__()
-        self._store = _store(path_or_url, options, "r")
+        self._store = open_store(path_or_url, options, "r")
         chosen = _select(self._store, path, arrays)
         self._columns = tuple(_Column(name, a.path, tuple(a.shape)) for name, a in chosen)
         self._length = chosen[0][1].shape[0]
@@ -236,7 +236,7 @@ class ZarrDatasource(Datasource):
         self._row_column = row_column
         self._rows_per_block = None
         if rows_per_block is not None:
-            n = _count("rows_per_block", rows_per_block, 1)
+            n = checked_count("rows_per_block", rows_per_block, 1)
             if n % self._unit and n < self._length:
                 stored = ", ".join(
                     f"{name!r}: {_stored_kind(a)} of {u}"

@@ -13,7 +13,7 @@ from ray.data.datasource import Datasink
 
 from zarrpipe._zarrpipe import Array
 from zarrpipe._zarrpipe import open as _open_node
-from zarrpipe.ray._common import Location, _count, _join, _store
+from zarrpipe.ray._common import Location, checked_count, join_path, open_store
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -101,7 +101,7 @@ class ZarrDatasink(Datasink):
                 mode `"r"`).
             ValueError: `start` is negative.
         """
-        self._store = _store(path_or_url, options, "r+")
+        self._store = open_store(path_or_url, options, "r+")
         if self._store.read_only:
             raise PermissionError(f"{self._store!r} is read-only: it cannot take writes")
         node = _open_node(self._store, mode="r+", path=path)
@@ -111,15 +111,15 @@ class ZarrDatasink(Datasink):
         if self._arrays is not None:
             for column in self._arrays:
                 self._open(column)  # FileNotFoundError now, not in a task
-        self._start = _count("start", start, 0)
+        self._start = checked_count("start", start, 0)
         self._row_column = row_column
 
     def _open(self, column: str) -> Array:
         if self._arrays is not None:
-            return self._store.open_array(_join(self._path, self._arrays[column]))
+            return self._store.open_array(join_path(self._path, self._arrays[column]))
         if self._single is not None:
             return self._store.open_array(self._single)
-        return self._store.open_array(_join(self._path, column))
+        return self._store.open_array(join_path(self._path, column))
 
     def _targets(self, columns: Iterable[str]) -> list[tuple[str, Array]]:
         columns = list(columns)

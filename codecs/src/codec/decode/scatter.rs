@@ -158,6 +158,8 @@ impl<'o> Scatter<'o> {
                 return;
             }
         }
+        // The next row in C order, one step at a time as the stream arrives (a cursor, so
+        // not `layout::index::for_each_index`, which owns the loop).
         let mut axis = self.coord.len();
         while axis > 0 {
             axis -= 1;

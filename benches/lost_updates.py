@@ -2,7 +2,7 @@
 chunks of one shard, or part of one Zarr v2 chunk), many times, at once; afterwards, a
 writer whose last value is not there lost an update to another writer's read-modify-write.
 
-    python -m zarrpipe.bench.lost_updates [--writers zarrpipe,zarr,...] [--layouts shard,chunk]
+    python benches/lost_updates.py [--writers zarrpipe,zarr,...] [--layouts shard,chunk]
                                           [--procs 8] [--rounds 30] [--threads] [--dir DIR]
                                           [--store URL] [--json FILE]
 
@@ -225,7 +225,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m zarrpipe.bench.lost_updates", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python benches/lost_updates.py", description=__doc__)
     ap.add_argument("--writers", default=",".join(WRITERS))
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--procs", type=int, default=8, help="writers at once")
