@@ -42,6 +42,11 @@ pub fn direct_pick_boxes() -> u64 {
     DIRECT.load(Ordering::Relaxed)
 }
 
+/// A shard whose touched inner chunks are most of its bytes is read whole up to this size
+/// (one per pool thread at a time); a larger one is read inner chunk by inner chunk, so a
+/// pick's memory stays its output plus a bounded working set.
+const WHOLE_SHARD_AT_MOST: u64 = 64 << 20;
+
 /// What one gather writes into: the pick's output and how it is laid out.
 pub(super) struct PickOut<'a> {
     pub factors: &'a [Factor],
@@ -152,7 +157,8 @@ impl Array {
             .filter_map(|(_, _, linear, _)| index.entry(*linear))
             .map(|(_, n)| n)
             .sum();
-        let whole = if touched.saturating_mul(2) >= src.size() {
+        let whole = if touched.saturating_mul(2) >= src.size() && src.size() <= WHOLE_SHARD_AT_MOST
+        {
             Some(src.read(0, src.size())?)
         } else {
             None
