@@ -510,6 +510,15 @@ def test_cli_bench_options():
     assert (defaults.rounds, defaults.repeats) == (None, None)
 
 
+def test_only_zarrpipes_own_failures_fail_the_run():
+    from zarrpipe.cli import _exit_status
+
+    assert _exit_status([]) == 0
+    assert _exit_status(["zarr+zarrs", "zarrista"]) == 0
+    assert _exit_status(["zarr+zarrs", "zarrpipe"]) == 1
+    assert _exit_status(["zarr+zarrpipe"]) == 1
+
+
 def test_small_arrays_measure_every_read_and_check_the_values(tmp_path):
     from zarrpipe.bench import adapters, small
 
