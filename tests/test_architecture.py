@@ -106,7 +106,11 @@ def test_the_length_counts_code_after_a_test_only_item() -> None:
     assert _code_lines(text) == 10
 
 
-_CITED = re.compile(r"\b((?:docs|benches|tests|codecs|src|python)/[\w./-]+\.(?:md|rs|py))\b")
+# A cited file (`src/store/mod.rs`) or folder (`src/codec/plugins/`).
+_CITED = re.compile(
+    r"(?<![\w/.:-])((?:docs|benches|tests|codecs|src|python)/(?:[\w./-]+\.(?:md|rs|py)\b"
+    r"|(?:[\w.-]+/)+))"
+)
 _SOURCES = [
     *(ROOT / "codecs" / "src").rglob("*.rs"),
     *(ROOT / "codecs" / "tests").rglob("*.rs"),

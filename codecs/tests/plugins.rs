@@ -1,4 +1,4 @@
-//! The codec plugins (src/plugins/) end to end: zarrs encodes chunks through them (as
+//! The codec plugins (src/codec/plugins/) end to end: zarrs encodes chunks through them (as
 //! zarrpipe's writes do), zarrpipe reads them back, and corrupt chunks are clean errors that
 //! name the chunk, never panics.
 
