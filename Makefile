@@ -102,6 +102,7 @@ lint: venv
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests benches .ci/smoke.py
 	$(VENV)/bin/ruff format --check python tests benches .ci/smoke.py
+	$(VENV)/bin/python -m mypy
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # zarr-python's own test suite, a fast representative part, with zarrpipe's pipeline as the

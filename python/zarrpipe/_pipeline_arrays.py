@@ -9,7 +9,7 @@ import json
 import os
 import warnings
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.abc.codec import Codec
@@ -98,7 +98,7 @@ def _counts_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
         base, shape = dtype.subdtype
         return np.dtype((_counts_dtype(base), shape))
     if dtype.names is not None:
-        fields = [dtype.fields[n] for n in dtype.names]
+        fields = [dtype.fields[n] for n in dtype.names]  # type: ignore[index]  # names: fields too
         return np.dtype(
             {
                 "names": list(dtype.names),
@@ -163,7 +163,7 @@ def _engine_store(store: Any) -> Any | None:
     None for any other store: zarr-python moves the bytes."""
     root = local_root(store)
     if root is not None:
-        url, options = root, {}
+        url, options = root, cast(dict[str, str], {})
     elif type(store).__name__ == "ObjectStore" and type(store).__module__.startswith("zarr."):
         try:
             url, options = _obstore_location(getattr(store, "store", None))

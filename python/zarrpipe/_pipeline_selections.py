@@ -45,9 +45,11 @@ def value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> 
     extent: list[int] | None = None
     for *_, out_sel, _ in batch:
         sel = out_sel if isinstance(out_sel, tuple) else (out_sel,)
-        if not all(isinstance(s, slice) and s.stop is not None for s in sel):
-            return None
-        stops = [int(s.stop) for s in sel]
+        stops = []
+        for s in sel:
+            if not isinstance(s, slice) or s.stop is None:
+                return None
+            stops.append(int(s.stop))
         extent = (
             stops if extent is None else [max(a, b) for a, b in zip(extent, stops, strict=True)]
         )

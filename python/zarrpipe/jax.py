@@ -43,7 +43,7 @@ def to_jax(
 
 def batches(
     loader: Iterable[Tensor | tuple[Tensor, ...]],
-) -> Iterator[jax.Array | tuple[jax.Array, ...]]:
+) -> Iterator[jax.Array | np.ndarray | tuple[jax.Array | np.ndarray, ...]]:
     """Iterates a `BatchLoader` (one epoch) as JAX arrays.
 
     Args:

@@ -19,7 +19,7 @@ import asyncio
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import zarr.abc.codec as _abc
@@ -190,7 +190,9 @@ class CodecPipeline(_abc.CodecPipeline):
         chunk of the batch is in it."""
         assert self._impl is not None
         store = self.store
-        if not self._impl.reads_store or not all(item[0].store is store for item in batch):
+        # zarr-python's ByteGetter protocol has no `store`; its StorePath does.
+        getters: list[Any] = [item[0] for item in batch]
+        if not self._impl.reads_store or not all(g.store is store for g in getters):
             return False
         root = local_root(self.store)
         if root != self._root:
@@ -222,7 +224,7 @@ class CodecPipeline(_abc.CodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> Any:
         batch = list(batch_info)
-        array = out.as_ndarray_like()
+        array: Any = out.as_ndarray_like()
         present: list[bool] | None = None
         if self._impl is not None and batch and self._impl.variable:
             present = await self._read_variable(batch, array, drop_axes)
@@ -233,7 +235,7 @@ class CodecPipeline(_abc.CodecPipeline):
             else:
                 present = await self._read_picks(batch, array, drop_axes)
         elif self._impl is not None and batch and self._converted_buffer(array):
-            target, native = as_counts(array, native_dtype(self.metadata))
+            target, native = as_counts(array, cast(np.dtype, native_dtype(self.metadata)))
             present = await self._read_picks(batch, target, drop_axes, native)
         if present is None:
             if self._impl is not None and batch:
@@ -390,7 +392,8 @@ class CodecPipeline(_abc.CodecPipeline):
         if self._impl is None or not batch or not isinstance(array, np.ndarray):
             if self._impl is not None and batch:
                 self._fall_back("value not supported for writes (not a NumPy array)")
-            await self._python.write(batch, value, drop_axes)
+            # zarr-python passes its ByteSetters here, typed as the read's ByteGetters.
+            await self._python.write(cast(Any, batch), value, drop_axes)
             return
         if self._impl.variable:
             await self._write_points(batch, array, drop_axes, None)

@@ -151,7 +151,9 @@ class ZarrDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
         """
         return len(self.loader)
 
-    def __iter__(self) -> Iterator[torch.Tensor | tuple[torch.Tensor, ...]]:
+    def __iter__(
+        self,
+    ) -> Iterator[torch.Tensor | np.ndarray | tuple[torch.Tensor | np.ndarray, ...]]:
         """This worker's batches of the epoch, as torch tensors.
 
         Returns:

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -170,10 +171,10 @@ class ZarrPythonAdapter(Adapter):
             raise RuntimeError(f"zarr chose codec pipeline {got.__qualname__}, not {want}")
 
     def read_all(self) -> np.ndarray:
-        return self.array[...]
+        return cast(np.ndarray, self.array[...])
 
     def read_piece(self, level: str, index: Index, slices: Slices) -> np.ndarray:
-        return self.array[slices]
+        return cast(np.ndarray, self.array[slices])
 
     def read_oindex(self, index):
         return self.array.oindex[index]
@@ -383,4 +384,4 @@ def load(spec: str) -> type[Adapter]:
         obj = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    return obj
+    return cast(type[Adapter], obj)

@@ -33,7 +33,7 @@ def update(hasher: hashlib.blake2b, slab: np.ndarray) -> None:
     """Feeds the bytes of a C-order slab (no header) to a hasher from `new_hasher`."""
     data = _canonical(slab)
     if data.size:
-        hasher.update(data.reshape(-1).view(np.uint8))
+        hasher.update(data.reshape(-1).view(np.uint8).data)
 
 
 def digest(array: np.ndarray) -> str:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ STORE = "bench.zarr"
 SIZES = {"quick": (256, 512, 512), "full": (512, 1024, 1024)}
 VARIANTS = ("uncompressed", "zstd", "blosc", "zstd-sharded")
 NOISE_BLOCK = 16  # planes per noise RNG stream, so the data never depends on the slab size
-CONTENT = {
+CONTENT: dict[str, Any] = {
     "background": 100.0,
     "waves": 3,
     "wave_amplitude": 1500.0,
@@ -83,13 +84,14 @@ def key(index: Sequence[int]) -> str:
     return ",".join(str(int(i)) for i in index)
 
 
-def _codec_params(variant: str) -> dict:
-    return {
+def _codec_params(variant: str) -> dict[str, Any]:
+    params: dict[str, dict[str, Any]] = {
         "uncompressed": {"compressors": None},
         "zstd": {"compressors": "zstd(level=3)"},
         "blosc": {"compressors": "blosc(cname=lz4, clevel=5, shuffle=shuffle)"},
         "zstd-sharded": {"compressors": "zstd(level=3)", "sharded": True},
-    }[variant]
+    }
+    return params[variant]
 
 
 def params_for(variant: str, shape: Shape, chunks: Shape, inner: Shape, seed: int) -> dict:
@@ -133,7 +135,7 @@ class Source:
         self.waves = [
             (
                 rng.uniform(0.5, 1.0) * CONTENT["wave_amplitude"],
-                rng.uniform(*CONTENT["wavelength"], 3),
+                rng.uniform(CONTENT["wavelength"][0], CONTENT["wavelength"][1], 3),
                 rng.uniform(0, 2 * np.pi, 3),
             )
             for _ in range(int(CONTENT["waves"]))
@@ -143,7 +145,7 @@ class Source:
             (
                 rng.uniform(0.2, 1.0) * CONTENT["blob_amplitude"],
                 rng.uniform(0, [nz, ny, nx]),
-                rng.uniform(*CONTENT["blob_sigma"]),
+                rng.uniform(CONTENT["blob_sigma"][0], CONTENT["blob_sigma"][1]),
             )
             for _ in range(n_blobs)
         ]

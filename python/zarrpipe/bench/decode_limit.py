@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -171,10 +172,10 @@ def measure_batched(dataset: Dataset, repeats: int = 5) -> dict:
     encoded = list(_encoded(dataset, meta))
     if not encoded:
         raise ValueError(f"{dataset.name}: no stored chunks to decode")
-    frames = [bytes(src) for _, src in encoded]
+    frames: Any = [bytes(src) for _, src in encoded]
     sizes = np.full(len(frames), chunk_bytes, dtype=np.uint64).tobytes()
     dctx = zstandard.ZstdDecompressor()
-    decoded = dctx.multi_decompress_to_buffer(frames, decompressed_sizes=sizes, threads=1)
+    decoded: Any = dctx.multi_decompress_to_buffer(frames, decompressed_sizes=sizes, threads=1)
     sums, trims = dataset.checksums[level], dict(pieces(dataset.shape, dataset.grid(level)))
     dtype = np.dtype(dataset.dtype).newbyteorder("<")
     for (index, _), segment in zip(encoded, decoded, strict=True):

@@ -8,6 +8,7 @@ import os
 import platform
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from zarrpipe.bench import adapters, checksum, machine, pagecache
 from zarrpipe.bench.datasets import Dataset
@@ -74,7 +75,7 @@ def _usage(timed: list[dict]) -> dict:
         "cpu_sys_s": statistics.median(r["cpu_sys_s"] for r in timed),
         "minor_faults": statistics.median(r["minor_faults"] for r in timed),
         "storage_read_mib_max": None if None in storage else _mib(max(storage)),
-        "steal_s_max": None if None in steal else max(steal),
+        "steal_s_max": None if None in steal else max(s for s in steal if s is not None),
     }
 
 
@@ -216,13 +217,13 @@ def _in_process_rows(
         groups.setdefault((d.name, w.name), []).append((d, w, name))
     out = []
     for group in groups.values():
-        state = {}
+        state: dict[str, dict[str, Any]] = {}
         for d, w, name in group:
             row = _row(d, w.name, name, "in-process", base["cold"])
             info = impls[name]
             api, no_api = info.get("batch", {}).get(f"{w.level}/{d.inner is not None}", [None, ""])
             api = api if w.mode == "batch" else None
-            result = None
+            result: dict[str, Any] | None = None
             if info.get("status") == "failed":
                 result = {"status": "failed", "reason": f"probe failed: {info['reason']}"}
             elif not info["available"]:

@@ -18,6 +18,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def _params(size: str, layout: str, seed: int) -> dict:
     }
 
 
-def _image(shape: tuple[int, int], seed: int) -> np.ndarray:
+def _image(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """One plane of the benchmark's microscopy-like volume (`datasets.Source`)."""
     return Source((1, *shape), seed).slab(0, 1)[0]
 
@@ -161,6 +162,7 @@ def measure(params: dict) -> dict:
     adapter.open(dataset)
     result: dict = {"status": "ok", "reads": {}}
     for read in params["reads"]:
+        once: Callable[[], Any]
         if read == "pick":
             index = pick_index(dataset.shape)
             if not adapter.can_pick():

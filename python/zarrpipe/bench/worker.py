@@ -15,12 +15,13 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from zarrpipe.bench import pagecache, usage
 
-Pieces = list[tuple[object, np.ndarray]]
+Pieces = list[tuple[Any, np.ndarray]]
 
 
 def verify(dataset, level: str, out: Pieces, pieces: list) -> str | None:
@@ -146,7 +147,7 @@ def measure(params: dict) -> dict:
     adapter = cls(params["threads"])
     adapter.open(dataset)
     rss = RssProbe(params.get("rss_method"))
-    result = {
+    result: dict[str, Any] = {
         "pid": os.getpid(),
         "version": cls.version(),
         "rss_method": rss.method,

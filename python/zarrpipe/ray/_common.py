@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from zarrpipe._zarrpipe import Store
 
@@ -20,7 +20,11 @@ def checked_count(name: str, value: Any, least: int) -> int:
     return n
 
 
-def open_store(location: Location, options: Mapping[str, str] | None, mode: str) -> Store:
+def open_store(
+    location: Location,
+    options: Mapping[str, str] | None,
+    mode: Literal["r", "r+", "a", "w", "w-"],
+) -> Store:
     """The Store every task reopens (by unpickling it): a Store given as it is, else one
     opened at `location` in `mode`."""
     if isinstance(location, Store):
