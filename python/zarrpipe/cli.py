@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 
 def _csv(value: str) -> list[str]:
@@ -196,11 +197,9 @@ def bench(args: argparse.Namespace) -> int:
                 f"zarrpipe bench: unknown {what} {', '.join(map(repr, unknown))}; "
                 f"known: {', '.join(known)}"
             )
-    temporary = args.data_dir is None
-    data_dir = tempfile.mkdtemp(prefix="zarrpipe-bench-data-") if temporary else args.data_dir
     if small:
-        return _bench_small(args, data_dir, temporary, threads)
-    try:
+        return _bench_small(args, threads)
+    with _data_dir(args.data_dir) as data_dir:
         ds = datasets.generate(
             data_dir,
             datasets.SIZES[args.size],
@@ -222,18 +221,13 @@ def bench(args: argparse.Namespace) -> int:
             cold=args.cold,
             decode_limits=args.decode_limit,
         )
-    except ValueError as e:
-        raise SystemExit(f"zarrpipe bench: {e}") from None
-    finally:
-        if temporary:
-            shutil.rmtree(data_dir, ignore_errors=True)
     print(report.text(rep))
     paths = report.write(rep, args.out_dir)
     print()
     print(f"JSON:     {paths['json']}")
     print(f"Markdown: {paths['markdown']}")
     print(f"chart:    {paths['chart']}")
-    if temporary:
+    if args.data_dir is None:
         print("(datasets were generated in a temporary directory: pass --data-dir to keep them)")
     failed = [r for r in rep["rows"] if r["status"] == "failed"]
     if failed:
@@ -249,10 +243,24 @@ def _exit_status(failed: Sequence[str]) -> int:
     return 1 if any(name in OTHERS_EXCLUDED for name in failed) else 0
 
 
-def _bench_small(args: argparse.Namespace, data_dir: str, temporary: bool, threads: int) -> int:
+@contextlib.contextmanager
+def _data_dir(given: str | None) -> Iterator[str]:
+    """Where the benchmark's datasets go: `given`, or a temporary directory deleted
+    afterwards. A ValueError inside (what the benchmark refuses) is the command's error."""
+    data_dir = given or tempfile.mkdtemp(prefix="zarrpipe-bench-data-")
+    try:
+        yield data_dir
+    except ValueError as e:
+        raise SystemExit(f"zarrpipe bench: {e}") from None
+    finally:
+        if given is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _bench_small(args: argparse.Namespace, threads: int) -> int:
     from zarrpipe.bench import small
 
-    try:
+    with _data_dir(args.data_dir) as data_dir:
         result = small.bench(
             data_dir,
             args.out_dir,
@@ -264,11 +272,6 @@ def _bench_small(args: argparse.Namespace, data_dir: str, temporary: bool, threa
             decode_limits=args.decode_limit,
             log=lambda m: print(m, file=sys.stderr),
         )
-    except ValueError as e:
-        raise SystemExit(f"zarrpipe bench: {e}") from None
-    finally:
-        if temporary:
-            shutil.rmtree(data_dir, ignore_errors=True)
     print(small.text(result))
     print(f"JSON:     {os.path.join(args.out_dir, 'results-small.json')}")
     print(f"Markdown: {os.path.join(args.out_dir, 'results-small.md')}")

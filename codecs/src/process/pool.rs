@@ -195,19 +195,9 @@ pub fn try_map<T: Sync, R: Send>(
     }
 }
 
-/// [`try_map`] for work that returns nothing.
+/// [`try_map`] for work that returns nothing (a `Vec<()>` allocates nothing).
 pub fn try_each<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync + Send) -> Result<()> {
-    use rayon::prelude::*;
-    let stop = crate::process::interrupt::Stop::current();
-    let f = |item: &T| {
-        stop.check()?;
-        f(item)
-    };
-    if items.len() > 1 && parallel_allowed() {
-        items.par_iter().try_for_each(f)
-    } else {
-        items.iter().try_for_each(f)
-    }
+    try_map(items, f).map(|_| ())
 }
 
 /// Threads one chunk's codec may use: the outer split is chunks across the pool, so a

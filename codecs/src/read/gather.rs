@@ -382,7 +382,7 @@ impl Array {
 }
 
 /// The stored chunk holding the first element of `bbox`.
-fn origin_index(grid: &ChunkGrid, bbox: &[Range<u64>]) -> Vec<u64> {
+pub(crate) fn origin_index(grid: &ChunkGrid, bbox: &[Range<u64>]) -> Vec<u64> {
     (bbox.iter().enumerate())
         .map(|(a, r)| grid.chunk_at(a, r.start))
         .collect()

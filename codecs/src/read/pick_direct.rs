@@ -23,7 +23,7 @@ use crate::memory::buffer::try_room_for;
 use crate::memory::out::OutPtr;
 use crate::memory::scratch::Scratch;
 use crate::process::pool::try_each;
-use crate::read::gather::{gather_item, Group, Item};
+use crate::read::gather::{gather_item, origin_index, Group, Item};
 use crate::read::read_stored;
 use crate::select::pick::Factor;
 use crate::store::ranged::{ByteSource, InMemory};
@@ -82,7 +82,7 @@ impl Array {
         let mut at: HashMap<Vec<u64>, usize> = HashMap::new();
         let mut shards: Vec<(Vec<u64>, Vec<usize>)> = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            let shard = self.stored_chunk_of(item);
+            let shard = origin_index(&self.grid, &item.bbox);
             let k = *at.entry(shard.clone()).or_insert_with(|| {
                 shards.push((shard, Vec::new()));
                 shards.len() - 1
@@ -92,16 +92,9 @@ impl Array {
         shards
     }
 
-    /// The stored chunk (shard) holding an item's box.
-    fn stored_chunk_of(&self, item: &Item) -> Vec<u64> {
-        (item.bbox.iter().enumerate())
-            .map(|(a, r)| self.grid.chunk_at(a, r.start))
-            .collect()
-    }
-
     /// One unsharded chunk: its box decoded into a per-thread buffer, then gathered.
     fn gather_chunk(&self, chain: &ChunkChain, item: &Item, to: &PickOut<'_>) -> Result<()> {
-        let index = self.stored_chunk_of(item);
+        let index = origin_index(&self.grid, &item.bbox);
         let origin = self.grid.origin(&index);
         let chunk_shape = self.grid.chunk_shape(&index);
         let key = self.chunk_key(&index);
