@@ -38,6 +38,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Rows>()?;
     m.add_class::<pipeline::PipelineArray>()?;
     m.add_class::<pipeline::request::ChunkRequests>()?;
+    m.add_class::<pipeline::picks::PickRequests>()?;
     m.add_function(wrap_pyfunction!(store::open::open, m)?)?;
     m.add_function(wrap_pyfunction!(store::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;

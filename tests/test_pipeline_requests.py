@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from zarrpipe._zarrpipe import _ChunkRequests
+from zarrpipe._zarrpipe import _ChunkRequests, _PickRequests
 
 PIPELINE = Path(__file__).parents[1] / "python" / "zarrpipe"
 
@@ -80,3 +80,52 @@ def test_no_python_module_of_the_pipeline_takes_selections_apart():
         assert "index" not in calls, name
         defs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert not defs & {"_requests", "_chunk_selection", "_out_selection"}, name
+
+
+# ---------------------------------------------------------------- every other selection
+
+
+def test_picks_parse_both_sides_as_numpy_reads_them():
+    chunk = (np.array([[3], [1]]), np.array([[0, 2]]))  # zarr-python's `ix_` form
+    batch = [
+        _item("c/0", (4, 3), chunk, (slice(0, 2), slice(0, 2)), False),
+        _item("c/1", (4, 3), (slice(None), 1), (slice(2, 6), 1), True),
+    ]
+    requests = _PickRequests.from_batch(batch, (6, 2), True)
+    assert len(requests) == 2
+    assert requests.complete() == [False, True]
+    assert requests.subset([1, 1]).complete() == [True, True]
+    with pytest.raises(IndexError, match="request 2 of 2"):
+        requests.subset([2])
+    # A read's two sides must hold the same elements (squeezed axes aside).
+    with pytest.raises(IndexError, match=r"shape \(2, 2\) does not fit .* shape \(3, 2\)"):
+        _PickRequests.from_batch(
+            [_item("c", (4, 3), chunk, (slice(0, 3), slice(0, 2)))], (6, 2), True
+        )
+    # What NumPy refuses, refused the same way: an index past the chunk, a float.
+    with pytest.raises(IndexError):
+        _PickRequests.from_batch(
+            [_item("c", (4, 3), (np.array([4]), 0), (slice(0, 1),))], (1,), True
+        )
+    with pytest.raises(IndexError):
+        _PickRequests.from_batch([_item("c", (4, 3), (1.5, 0), (slice(0, 1),))], (1,), True)
+    # A 0-d value (None): no output side to parse.
+    assert len(_PickRequests.from_batch(batch, None, False)) == 2
+
+
+def test_no_python_module_of_the_pipeline_computes_positions():
+    """Every selection kind is parsed and placed in Rust (`_PickRequests`): the pipeline's
+    Python never indexes an array with zarr-python's chunk or output selections, builds
+    positions (`arange`, `cumprod`, `put`, `.flat`) or squeezes dropped axes."""
+    selection_names = {"chunk_sel", "out_sel", "chunk_selection", "out_selection", "sel"}
+    for name in ("pipeline.py", "_pipeline_selections.py", "_pipeline_arrays.py"):
+        tree = ast.parse((PIPELINE / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name):
+                assert node.slice.id not in selection_names, f"{name}:{node.lineno}"
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in {"arange", "cumprod", "put", "flat", "squeeze"}, (
+                    f"{name}:{node.lineno}: {node.attr}"
+                )
+        defs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not defs & {"chunk_positions", "_write_points"}, name

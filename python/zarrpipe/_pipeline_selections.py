@@ -1,6 +1,6 @@
-"""zarr-python's per-chunk selections where the engine does not yet take them: C-order
-positions for writes of selections that are not boxes, and a write's value in the shape of
-its selection. Box selections are parsed in Rust (`_zarrpipe._ChunkRequests`)."""
+"""A write's value in the shape of its selection, for the box path. The selections
+themselves are parsed in Rust: boxes by `_zarrpipe._ChunkRequests`, every other kind by
+`_zarrpipe._PickRequests`."""
 
 from __future__ import annotations
 
@@ -14,23 +14,6 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
 
     BatchInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
-
-
-def chunk_positions(shape: tuple[int, ...], sel: Any) -> np.ndarray[Any, Any]:
-    """The C-order positions in a chunk of `shape` that zarr-python's chunk selection `sel`
-    selects, shaped as `chunk[sel]` is: per axis, the selected coordinates (NumPy indexes a
-    broadcast view, so nothing of the chunk's size is made) times the axis' stride."""
-    if not shape:
-        return np.zeros((), dtype=np.uint64)[sel]
-    strides = np.cumprod((1, *shape[:0:-1]))[::-1]
-    flat: Any = None
-    for axis, (n, stride) in enumerate(zip(shape, strides, strict=True)):
-        along = np.arange(n, dtype=np.uint64).reshape(
-            [-1 if a == axis else 1 for a in range(len(shape))]
-        )
-        part = np.broadcast_to(along, shape)[sel] * np.uint64(stride)
-        flat = part if flat is None else flat + part
-    return np.asarray(flat, dtype=np.uint64)
 
 
 def value_for_selection(value: np.ndarray[Any, Any], batch: list[BatchInfo]) -> Any:

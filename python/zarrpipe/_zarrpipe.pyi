@@ -30,6 +30,7 @@ __all__ = [
     "ZarrpipeError",
     "_BytesView",
     "_ChunkRequests",
+    "_PickRequests",
     "_PipelineArray",
     "_Rows",
     "__version__",
@@ -1307,6 +1308,21 @@ class _ChunkRequests:
     def __len__(self) -> int: ...
 
 @final
+class _PickRequests:
+    @staticmethod
+    def from_batch(
+        batch: Iterable[Any], other_shape: Sequence[int] | None, reading: bool
+    ) -> _PickRequests:
+        """zarr-python's batch, each selection read as NumPy reads it: the chunk side over
+        the stored chunk, the other over `other_shape` (a read's output, a write's value;
+        None for a 0-d value). Raises IndexError or TypeError for what NumPy refuses."""
+    def subset(self, indices: Sequence[int]) -> _PickRequests:
+        """The requests at `indices`, in that order."""
+    def complete(self) -> list[bool]:
+        """Per request, whether zarr-python calls its chunk complete."""
+    def __len__(self) -> int: ...
+
+@final
 class _PipelineArray:
     """The Rust half of `zarrpipe.CodecPipeline` (internal): one engine array."""
 
@@ -1323,21 +1339,23 @@ class _PipelineArray:
     @property
     def variable(self) -> bool:
         """Whether the elements are variable-length strings or bytes."""
-    def decode_variable(
-        self, encoded: list[bytes | None], keys: list[str], shapes: list[tuple[int, ...]]
-    ) -> list[npt.NDArray[Any]]:
-        """Decodes whole stored chunks (None: missing) of the given shapes into NumPy
-        arrays, in parallel."""
-    def write_points(
+    def read_variable(
+        self, out: npt.NDArray[Any], requests: _PickRequests, encoded: list[bytes | None]
+    ) -> None:
+        """Reads each request's pick of a variable-length array into `out` at its output
+        selection, from whole stored chunks (None: missing), decoded in parallel."""
+    def write_picks(
         self,
         value: npt.NDArray[Any],
-        items: list[tuple[str, npt.NDArray[np.uint64], bool, tuple[int, ...]]],
+        requests: _PickRequests,
+        drop_axes: Sequence[int],
+        fresh: list[bool],
         write_empty: bool,
         existing: list[bytes | None] | None = None,
     ) -> list[bytes | None]:
-        """Writes `value` (1-D, each item's values in turn) at (key, C-order positions,
-        fresh, chunk shape) of stored chunks; returns the encoded chunks when `existing` is
-        given (None: delete), else stores them, each read, updated and stored as one step."""
+        """Writes `value` at each request's chunk pick, the values at its output selection
+        broadcast as NumPy broadcasts; returns the encoded chunks when `existing` is given
+        (None: delete), else stores them, each read, updated and stored as one step."""
     def read(
         self,
         out: npt.NDArray[Any],
@@ -1365,24 +1383,21 @@ class _PipelineArray:
         fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None],
     ) -> list[bool]:
         """`read` from what was fetched: None, the whole value, or a shard's (index, pieces)."""
-    def partial_pick_indexes(
-        self, picks: list[tuple[str, Any, tuple[int, ...]]]
-    ) -> tuple[list[int | None], bool] | None:
-        """`partial_shard_indexes` for `read_picks`' picks."""
+    def partial_pick_indexes(self, requests: _PickRequests) -> tuple[list[int | None], bool] | None:
+        """`partial_shard_indexes` for `read_picks`' requests."""
     def pick_inner_ranges(
-        self,
-        picks: list[tuple[str, Any, tuple[int, ...]]],
-        indexes: list[bytes | None],
+        self, requests: _PickRequests, indexes: list[bytes | None]
     ) -> list[list[tuple[int, int]]]:
-        """`inner_ranges` for `read_picks`' picks."""
+        """`inner_ranges` for `read_picks`' requests."""
     def read_picks(
         self,
-        picks: list[tuple[str, Any, tuple[int, ...]]],
+        out: npt.NDArray[Any],
+        requests: _PickRequests,
         encoded: list[bytes | None] | None = None,
         fetched: list[bytes | tuple[bytes, list[tuple[int, bytes]]] | None] | None = None,
-    ) -> tuple[list[npt.NDArray[np.uint8]], list[tuple[int, ...]], list[bool]]:
-        """Reads `chunk[sel]` for each (key, chunk selection, chunk shape); per pick its
-        values as bytes in C order and its shape, and per chunk whether it was present."""
+    ) -> list[bool]:
+        """Reads each request's pick into `out` at its output selection; per chunk whether
+        it was present."""
     def write(
         self,
         value: npt.NDArray[Any],

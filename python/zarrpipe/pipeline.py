@@ -43,8 +43,8 @@ from zarrpipe._pipeline_arrays import (
     strict_mode,
     to_dtype,
 )
-from zarrpipe._pipeline_selections import chunk_positions, value_for_selection
-from zarrpipe._zarrpipe import UnsupportedError, _ChunkRequests, _PipelineArray
+from zarrpipe._pipeline_selections import value_for_selection
+from zarrpipe._zarrpipe import UnsupportedError, _ChunkRequests, _PickRequests, _PipelineArray
 
 __all__ = ["CodecPipeline", "FallbackWarning"]
 
@@ -227,16 +227,20 @@ class CodecPipeline(_abc.CodecPipeline):
         array: Any = out.as_ndarray_like()
         present: list[bool] | None = None
         if self._impl is not None and batch and self._impl.variable:
-            present = await self._read_variable(batch, array, drop_axes)
+            present = await self._read_variable(batch, array)
         elif self._impl is not None and batch and self._supported_buffer(array):
             requests = None if drop_axes else _ChunkRequests.from_batch(batch, array.shape)
             if requests is not None:
                 present = await self._decode_into(batch, array, requests)
             else:
-                present = await self._read_picks(batch, array, drop_axes)
+                present = await self._read_picks(batch, array)
         elif self._impl is not None and batch and self._converted_buffer(array):
             target, native = as_counts(array, cast(np.dtype, native_dtype(self.metadata)))
-            present = await self._read_picks(batch, target, drop_axes, native)
+            # Read in the stored type, then converted as a whole (another byte order).
+            native_out = target.astype(native)
+            present = await self._read_picks(batch, native_out)
+            if present is not None:
+                target[...] = native_out
         if present is None:
             if self._impl is not None and batch:
                 self._fall_back("output buffer or chunk selection not supported")
@@ -247,19 +251,16 @@ class CodecPipeline(_abc.CodecPipeline):
             return tuple({"status": "present"} if p else {"status": "missing"} for p in present)
         return None
 
-    async def _read_variable(
-        self, batch: list[BatchInfo], out: Any, drop_axes: tuple[int, ...]
-    ) -> list[bool]:
-        """Strings, bytes: Rust decodes each whole stored chunk in parallel, NumPy applies
-        zarr-python's chunk and output selections."""
+    async def _read_variable(self, batch: list[BatchInfo], out: Any) -> list[bool] | None:
+        """Strings, bytes: the engine decodes each whole stored chunk in parallel and puts
+        the selected elements at their places in `out`."""
         assert self._impl is not None
+        try:
+            requests = _PickRequests.from_batch(batch, out.shape, True)
+        except (IndexError, TypeError):
+            return None  # a selection the engine does not take
         encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
-        keys = [str(getattr(getter, "path", "")) for getter, *_ in batch]
-        shapes = [tuple(spec.shape) for _, spec, *_ in batch]
-        chunks = await asyncio.to_thread(self._impl.decode_variable, encoded, keys, shapes)
-        for (_, _, chunk_sel, out_sel, _), chunk in zip(batch, chunks, strict=True):
-            piece = chunk[chunk_sel]
-            out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
+        await asyncio.to_thread(self._impl.read_variable, out, requests, encoded)
         return [e is not None for e in encoded]
 
     async def _decode_into(
@@ -331,39 +332,29 @@ class CodecPipeline(_abc.CodecPipeline):
         return fetched
 
     async def _read_picks(
-        self,
-        batch: list[BatchInfo],
-        out: np.ndarray[Any, Any],
-        drop_axes: tuple[int, ...],
-        dtype: np.dtype[Any] | None = None,
+        self, batch: list[BatchInfo], out: np.ndarray[Any, Any]
     ) -> list[bool] | None:
-        """Integer arrays, masks, steps (and buffers of another type or byte order): each chunk
-        selection becomes a pick over the chunk, which Rust reads as it reads `Array`
-        selections (the chunk's box of wanted elements decoded once, then gathered); NumPy
-        only puts each chunk's values at zarr-python's output selection. None when a chunk
+        """Integer arrays, masks, steps, coordinates (and dropped axes): each chunk
+        selection becomes a pick over the chunk and each output selection one over `out`,
+        both parsed in Rust (`_PickRequests`); the engine decodes each chunk's box of wanted
+        elements once and gathers its values to their places in `out`. None when a chunk
         shape or selection is not one the engine takes (zarr-python's pipeline runs it)."""
         assert self._impl is not None
         if any(len(spec.shape) == 0 for _, spec, *_ in batch):
             return None
-        requests = [
-            (str(getattr(getter, "path", "")), sel, tuple(spec.shape))
-            for getter, spec, sel, *_ in batch
-        ]
         try:
-            if self._reads_store(batch):
-                found = await asyncio.to_thread(self._impl.read_picks, requests)
-            else:
-                found = await self._read_picks_fetched(batch, requests)
+            requests = _PickRequests.from_batch(batch, out.shape, True)
         except (IndexError, TypeError):
             return None  # a chunk selection the engine does not take
-        values, shapes, present = found
-        native = out.dtype if dtype is None else dtype
-        for (*_, out_sel, _), raw, shape in zip(batch, values, shapes, strict=True):
-            piece = raw.view(native).reshape(shape)
-            out[out_sel] = piece.squeeze(axis=drop_axes) if drop_axes else piece
-        return list(present)
+        if self._reads_store(batch):
+            found = await asyncio.to_thread(self._impl.read_picks, out, requests)
+        else:
+            found = await self._read_picks_fetched(batch, out, requests)
+        return list(found)
 
-    async def _read_picks_fetched(self, batch: list[BatchInfo], requests: list[Any]) -> Any:
+    async def _read_picks_fetched(
+        self, batch: list[BatchInfo], out: np.ndarray[Any, Any], requests: _PickRequests
+    ) -> list[bool]:
         """`read_picks` from a store the engine does not reach: shards a pick needs only
         part of are fetched in part (see `_fetch_in_part`), every other value whole."""
         impl = self._impl
@@ -371,13 +362,13 @@ class CodecPipeline(_abc.CodecPipeline):
         partial = impl.partial_pick_indexes(requests) if self._sharded else None
         if partial is None or all(n is None for n in partial[0]):
             encoded = await self._fetch([(getter, spec) for getter, spec, *_ in batch])
-            return await asyncio.to_thread(impl.read_picks, requests, encoded)
+            return list(await asyncio.to_thread(impl.read_picks, out, requests, encoded))
 
         def ranges(some: list[int], indexes: list[bytes | None]) -> list[Any]:
-            return impl.pick_inner_ranges([requests[i] for i in some], indexes)
+            return impl.pick_inner_ranges(requests.subset(some), indexes)
 
         fetched = await self._fetch_in_part(batch, *partial, ranges)
-        return await asyncio.to_thread(impl.read_picks, requests, None, fetched)
+        return list(await asyncio.to_thread(impl.read_picks, out, requests, None, fetched))
 
     # ------------------------------------------------------------------ writes
 
@@ -396,7 +387,7 @@ class CodecPipeline(_abc.CodecPipeline):
             await self._python.write(cast(Any, batch), value, drop_axes)
             return
         if self._impl.variable:
-            await self._write_points(batch, array, drop_axes, None)
+            await self._write_picks(batch, array, drop_axes, None)
             return
         dtype = native_dtype(self.metadata)
         assert dtype is not None  # build_impl refuses arrays without one
@@ -415,9 +406,9 @@ class CodecPipeline(_abc.CodecPipeline):
             fresh = [bool(complete) and not self._sharded for *_, complete in batch]
             await self._encode_from(batch, basic, requests, fresh)
         else:
-            await self._write_points(batch, array, drop_axes, dtype)
+            await self._write_picks(batch, array, drop_axes, dtype)
 
-    async def _write_points(
+    async def _write_picks(
         self,
         batch: list[BatchInfo],
         value: np.ndarray[Any, Any],
@@ -425,34 +416,26 @@ class CodecPipeline(_abc.CodecPipeline):
         dtype: np.dtype[Any] | None,
     ) -> None:
         """Integer arrays, masks, steps, coordinates, and every write of strings or bytes:
-        per chunk, the C-order positions its selection touches and the values that go
-        there, assigned as NumPy assigns them; Rust reads, updates and stores each chunk
-        (one step no other writer of it interleaves with)."""
+        the selections are parsed in Rust (`_PickRequests`, the output side over the value),
+        which takes each chunk's values from the value as NumPy's assignment would, then
+        reads, updates and stores each chunk (one step no other writer of it interleaves
+        with)."""
         assert self._impl is not None
-        items = []
-        pieces = []
-        for getter, spec, chunk_sel, out_sel, complete in batch:
-            shape = tuple(spec.shape)
-            positions = chunk_positions(shape, chunk_sel)
-            piece = value if value.ndim == 0 else value[out_sel]
-            if drop_axes and value.ndim:
-                piece = piece[
-                    tuple(None if a in drop_axes else slice(None) for a in range(len(shape)))
-                ]
-            pieces.append(np.broadcast_to(piece, positions.shape).ravel())
-            fresh = bool(complete) and not self._sharded
-            items.append((str(getattr(getter, "path", "")), positions.ravel(), fresh, shape))
-        values = np.concatenate(pieces) if pieces else value.ravel()[:0]
         if dtype is not None:
-            values = to_dtype(values, dtype)
+            value = to_dtype(value, dtype)
+        # (not `np.ascontiguousarray`, which makes a 0-d value 1-d)
+        value = value if value.flags.c_contiguous else value.copy(order="C")
+        requests = _PickRequests.from_batch(batch, value.shape if value.ndim else None, False)
+        fresh = [complete and not self._sharded for complete in requests.complete()]
         write_empty = bool(batch[0][1].config.write_empty_chunks)
+        write = self._impl.write_picks
         if self._reads_store(batch):
             self.store._check_writable()
-            await asyncio.to_thread(self._impl.write_points, values, items, write_empty)
+            await asyncio.to_thread(write, value, requests, drop_axes, fresh, write_empty)
             return
-        existing = await self._fetch_partial(batch, [not fresh for _, _, fresh, _ in items])
+        existing = await self._fetch_partial(batch, [not f for f in fresh])
         encoded = await asyncio.to_thread(
-            self._impl.write_points, values, items, write_empty, existing
+            write, value, requests, drop_axes, fresh, write_empty, existing
         )
         await self._store_all(batch, encoded)
 

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use numpy::{
-    PyArray1, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods,
-};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -19,23 +17,21 @@ use zarrpipe_codecs::layout::shard_order::ShardOrder;
 use zarrpipe_codecs::read::Source;
 use zarrpipe_codecs::select::pick::Pick;
 use zarrpipe_codecs::store::Store as EngineStore;
-use zarrpipe_codecs::write::points::PointWrite;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
 mod fetched;
+mod pick_io;
+pub mod picks;
 pub mod request;
 
 use crate::errors::to_pyerr;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
-use crate::selection::chunk_pick;
 use crate::store::Store as PyStore;
 use fetched::{fetched_list, FetchedArg, ReadPlans};
+use pick_io::WrittenList;
+use picks::PickRequests;
 use request::{BoxRequest, ChunkRequests};
-
-/// `read_picks`' result: each pick's values (bytes in C order) and shape, and whether each
-/// chunk is stored.
-type PickValues<'py> = (Vec<Bound<'py, PyArray1<u8>>>, Vec<Vec<u64>>, Vec<bool>);
 
 /// Where the chunks of this array live, as recognised once, when the pipeline is built.
 enum Chunks {
@@ -87,20 +83,26 @@ fn bytes_list(list: &Option<Vec<Option<PyBackedBytes>>>) -> Option<Vec<Option<&[
 }
 
 impl PipelineArray {
-    /// Each pick's key and the part of its chunk its read decodes (None: nothing).
+    /// Each request's key and the part of its chunk its read decodes (None: nothing).
     fn pick_placements(
         &self,
-        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+        requests: &PickRequests,
     ) -> PyResult<Vec<(String, Option<Placement>)>> {
-        let picks = picks
-            .into_iter()
-            .map(|(key, sel, shape)| {
-                let (pick, _) = chunk_pick(&shape, &sel)?;
-                Ok((key, shape, pick))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        let picks = self.engine_picks(requests)?;
         let placements = self.array.chunk_pick_placements(&picks).map_err(to_pyerr)?;
         Ok(picks.into_iter().map(|p| p.0).zip(placements).collect())
+    }
+
+    /// The engine's picks of `requests`, each chunk's shape checked against the array's.
+    fn engine_picks(&self, requests: &PickRequests) -> PyResult<Vec<(String, Vec<u64>, Pick)>> {
+        (requests.items.iter())
+            .map(|r| {
+                self.array
+                    .check_chunk_shape(&r.shape, &r.key)
+                    .map_err(to_pyerr)?;
+                Ok((r.key.clone(), r.shape.clone(), r.pick.clone()))
+            })
+            .collect()
     }
 
     /// `inner_ranges` of the engine, as Python takes them.
@@ -196,167 +198,76 @@ impl PipelineArray {
         })
     }
 
-    /// Whether the elements are variable-length (strings, bytes): such arrays go through
-    /// `decode_variable` / `encode_variable`, whole stored chunks as NumPy arrays.
+    /// Whether the elements are variable-length (strings, bytes): such arrays are read by
+    /// `read_variable` and written by `write_picks`, whatever the selection.
     #[getter]
     fn variable(&self) -> bool {
         self.array.info.variable.is_some()
     }
 
-    /// Decodes whole stored chunks of a variable-length array (`None`: missing, all fill
-    /// value) in parallel, each into a NumPy array of its stored shape (`shapes`).
-    fn decode_variable<'py>(
+    /// Reads each of `requests`' picks of a variable-length array into `out` (a NumPy array
+    /// of its element dtype) at its output selection, from whole stored chunks (`encoded`,
+    /// one per request; None: missing, all fill value), decoded in parallel.
+    fn read_variable(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
+        out: &Bound<'_, PyAny>,
+        requests: PyRef<'_, PickRequests>,
         encoded: Vec<Option<PyBackedBytes>>,
-        keys: Vec<String>,
-        shapes: Vec<Vec<u64>>,
-    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let kind = self.array.variable().map_err(to_pyerr)?;
-        if keys.len() != encoded.len() || shapes.len() != keys.len() {
-            return Err(PyValueError::new_err(
-                "one key and one shape per encoded chunk",
-            ));
-        }
-        for (shape, key) in shapes.iter().zip(&keys) {
-            self.array.check_chunk_shape(shape, key).map_err(to_pyerr)?;
-        }
-        let array = self.array.clone();
-        let chunks = run(py, move || {
-            let items: Vec<_> = encoded.iter().zip(keys.iter().zip(&shapes)).collect();
-            zarrpipe_codecs::process::pool::try_map(&items, |(e, (key, shape))| {
-                array.decode_variable(e.as_deref(), key, shape)
-            })
-        })?;
-        chunks
-            .iter()
-            .map(|c| crate::variable::to_numpy(py, c, kind, &c.shape))
-            .collect()
+    ) -> PyResult<()> {
+        self.read_variable_into(py, out, &requests, encoded)
     }
 
-    /// Writes `value` (1-D: each item's values in turn) at listed positions of stored
-    /// chunks: `items` are (key, C-order positions in the chunk as a 1-D uint64 array,
-    /// fresh, the stored chunk's shape). Old chunks come from `existing` (bytes or None per item) or from the store
-    /// (each read, updated and stored as one step no other writer interleaves with);
-    /// returns per item the encoded bytes (None: delete) when `existing` is given.
-    #[pyo3(signature = (value, items, write_empty, existing = None))]
-    fn write_points<'py>(
+    /// Writes `value` (C-contiguous, of the array's type, the shape zarr-python passes) at
+    /// `requests`' chunk picks (`_PickRequests.from_batch(batch, value.shape or None,
+    /// False)`): each chunk takes the values at its output selection, `drop_axes` put back
+    /// as length 1 and broadcast as NumPy broadcasts. `fresh[i]`: chunk i's old value is not
+    /// read (its other cells become the fill value). Old chunks come from `existing` (bytes
+    /// or None per request) or from the store (each read, updated and stored as one step no
+    /// other writer of it interleaves with); returns per request the encoded bytes (None:
+    /// delete) when `existing` is given, else None each.
+    #[pyo3(signature = (value, requests, drop_axes, fresh, write_empty, existing = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn write_picks<'py>(
         &self,
         py: Python<'py>,
         value: &Bound<'py, PyAny>,
-        items: Vec<(String, PyReadonlyArray1<'py, u64>, bool, Vec<u64>)>,
+        requests: PyRef<'py, PickRequests>,
+        drop_axes: Vec<usize>,
+        fresh: Vec<bool>,
         write_empty: bool,
         existing: Option<Vec<Option<PyBackedBytes>>>,
-    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        if existing.is_none() && !self.reads_store() {
-            return Err(PyValueError::new_err(
-                "this array's old chunks must be passed as bytes",
-            ));
-        }
-        let items = items
-            .into_iter()
-            .map(|(key, positions, fresh, shape)| {
-                Ok(PointWrite {
-                    key,
-                    shape,
-                    positions: positions.as_array().to_vec(),
-                    fresh,
-                })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let array = self.array.clone();
-        let written = if let Some(kind) = self.array.info.variable {
-            let n = value.len()? as u64;
-            let values = crate::variable::from_numpy(py, value, kind, &[n])?;
-            run(py, move || {
-                let supplied = bytes_list(&existing);
-                array.write_points_variable(&items, &values, supplied.as_deref(), write_empty)
-            })
-        } else {
-            let value = value.cast::<PyUntypedArray>()?;
-            if value.dtype().itemsize() != self.array.info.dtype.size() || value.ndim() != 1 {
-                return Err(PyValueError::new_err(
-                    "values must be a 1-D array of the array's element size",
-                ));
-            }
-            let value = py
-                .import("numpy")?
-                .call_method1("ascontiguousarray", (value,))?
-                .cast_into::<PyUntypedArray>()?;
-            let (ptr, layout) = numpy_layout(&value, false)?;
-            // SAFETY: `value` is a C-contiguous array we hold until the write returns, and
-            // nothing changes it meanwhile (a fresh copy, or zarr-python's value array).
-            let src =
-                unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
-            let written = run(py, move || {
-                let supplied = bytes_list(&existing);
-                array.write_points(&items, &src, supplied.as_deref(), write_empty, None)
-            });
-            drop(value);
-            written
-        };
-        crate::errors::warn_unconditional(py, self.array.store())?;
-        Ok(written?
-            .into_iter()
-            .map(|w| match w {
-                Written::Bytes(b) => Some(PyBytes::new(py, &b)),
-                Written::Stored(_) | Written::Deleted => None,
-            })
-            .collect())
+    ) -> PyResult<WrittenList<'py>> {
+        self.write_picks_from(
+            py,
+            value,
+            &requests,
+            &drop_axes,
+            &fresh,
+            write_empty,
+            existing,
+        )
     }
 
-    /// Reads zarr-python's chunk selections that are not boxes (steps, index arrays, masks):
-    /// `picks` are (key, chunk selection, the stored chunk's shape), the selection read as
-    /// NumPy reads `chunk[sel]`.
-    /// Each chunk's box of wanted elements is decoded once and gathered in Rust. Returns per
-    /// pick a fresh 1-D uint8 array of its values in C order and the shape `chunk[sel]` has
-    /// (the caller views the bytes as the array's dtype), and whether each chunk is stored;
-    /// `encoded` as for `read`.
-    #[pyo3(signature = (picks, encoded = None, fetched = None))]
-    fn read_picks<'py>(
+    /// Reads `requests` (`_PickRequests.from_batch(batch, out.shape, True)`: selections of
+    /// any kind, read as NumPy reads them) into `out`: each chunk's box of wanted elements
+    /// is decoded once and its values gathered to their places in `out`. Returns whether
+    /// each chunk is stored; `encoded` as for `read`, `fetched` as for `read_fetched`.
+    #[pyo3(signature = (out, requests, encoded = None, fetched = None))]
+    fn read_picks(
         &self,
-        py: Python<'py>,
-        picks: Vec<(String, Bound<'py, PyAny>, Vec<u64>)>,
+        py: Python<'_>,
+        out: &Bound<'_, PyUntypedArray>,
+        requests: PyRef<'_, PickRequests>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
         fetched: Option<Vec<Option<FetchedArg>>>,
-    ) -> PyResult<PickValues<'py>> {
+    ) -> PyResult<Vec<bool>> {
         if encoded.is_none() && fetched.is_none() && !self.reads_store() {
             return Err(PyValueError::new_err(
                 "this array's chunks must be passed as bytes",
             ));
         }
-        let picks = picks
-            .into_iter()
-            .map(|(key, sel, shape)| {
-                self.array
-                    .check_chunk_shape(&shape, &key)
-                    .map_err(to_pyerr)?;
-                let (pick, dims) = chunk_pick(&shape, &sel)?;
-                Ok((key, shape, pick, dims))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let shapes: Vec<Vec<u64>> = picks.iter().map(|p| p.3.clone()).collect();
-        let picks: Vec<(String, Vec<u64>, Pick)> =
-            picks.into_iter().map(|(k, s, p, _)| (k, s, p)).collect();
-        let array = self.array.clone();
-        let (values, present) = run(py, move || {
-            let enc = bytes_list(&encoded);
-            let fetched = fetched.as_deref().map(fetched_list);
-            let source = match (&enc, &fetched) {
-                (_, Some(f)) => Source::Fetched(f),
-                (Some(e), None) => Source::Supplied(e),
-                (None, None) => Source::Store,
-            };
-            array.read_chunk_picks(&picks, source)
-        })?;
-        Ok((
-            values
-                .into_iter()
-                .map(|v| PyArray1::from_vec(py, v))
-                .collect(),
-            shapes,
-            present,
-        ))
+        self.read_picks_into(py, out, &requests, encoded, fetched)
     }
 
     /// Whether the engine fetches and stores chunks itself (else pass bytes).
@@ -441,25 +352,25 @@ impl PipelineArray {
         })
     }
 
-    /// `partial_shard_indexes` for `read_picks`' picks.
+    /// `partial_shard_indexes` for `read_picks`' requests.
     fn partial_pick_indexes(
         &self,
-        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+        requests: PyRef<'_, PickRequests>,
     ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
-        let placements = self.pick_placements(picks)?;
+        let placements = self.pick_placements(&requests)?;
         let placements: Vec<_> = placements.iter().map(|(_, p)| p.as_ref()).collect();
         self.array
             .partial_shard_indexes(&placements)
             .map_err(to_pyerr)
     }
 
-    /// `inner_ranges` for `read_picks`' picks.
+    /// `inner_ranges` for `read_picks`' requests.
     fn pick_inner_ranges(
         &self,
-        picks: Vec<(String, Bound<'_, PyAny>, Vec<u64>)>,
+        requests: PyRef<'_, PickRequests>,
         indexes: Vec<Option<PyBackedBytes>>,
     ) -> PyResult<Vec<Vec<(u64, u64)>>> {
-        let placements = self.pick_placements(picks)?;
+        let placements = self.pick_placements(&requests)?;
         let wanted: Vec<_> = (placements.iter())
             .map(|(key, p)| (key.as_str(), p.as_ref()))
             .collect();

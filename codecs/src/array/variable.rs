@@ -72,6 +72,42 @@ impl VarData {
         self.len() == 0
     }
 
+    /// The elements at `indices`, in that order (1-d); an index past the end is an error.
+    pub fn select(&self, indices: impl IntoIterator<Item = usize>) -> Result<Self> {
+        let mut out = Self {
+            offsets: vec![0],
+            ..Self::default()
+        };
+        for i in indices {
+            if i >= self.len() {
+                return Err(Error::Internal(format!(
+                    "element {i} of {} variable-length elements",
+                    self.len()
+                )));
+            }
+            out.bytes.extend_from_slice(self.get(i));
+            out.offsets.push(out.bytes.len());
+        }
+        out.shape = vec![out.len() as u64];
+        Ok(out)
+    }
+
+    /// `parts` one after the other (1-d).
+    #[must_use]
+    pub fn concat(parts: &[Self]) -> Self {
+        let mut out = Self {
+            offsets: vec![0],
+            ..Self::default()
+        };
+        for p in parts {
+            let at = out.bytes.len();
+            out.offsets.extend(p.offsets.iter().skip(1).map(|o| o + at));
+            out.bytes.extend_from_slice(&p.bytes);
+        }
+        out.shape = vec![out.len() as u64];
+        out
+    }
+
     fn from_array_bytes(bytes: ArrayBytes<'_>, shape: Vec<u64>, what: &str) -> Result<Self> {
         let (data, offsets) = bytes
             .into_variable()

@@ -116,6 +116,39 @@ impl Array {
         Ok((outs, present))
     }
 
+    /// [`Self::read_chunk_picks`] straight into a caller's output: pick `i`'s k-th value goes
+    /// to byte offset `offsets[i][k]` of `out` (zarr-python's output selection, resolved by
+    /// the caller). Values to the same place: the last stays. Returns whether each chunk
+    /// is stored.
+    pub fn read_chunk_picks_into(
+        &self,
+        picks: &[(String, Vec<u64>, Pick)],
+        source: Source<'_>,
+        out: &OutPtr,
+        offsets: &[Vec<usize>],
+    ) -> Result<Vec<bool>> {
+        let elem = self.info.dtype.size();
+        if offsets.len() != picks.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} output placements for {} chunk selections",
+                offsets.len(),
+                picks.len()
+            )));
+        }
+        let (values, present) = self.read_chunk_picks(picks, source)?;
+        for (vals, at) in values.iter().zip(offsets) {
+            if vals.len() != at.len() * elem {
+                return Err(Error::InvalidArgument(format!(
+                    "{} output positions for a chunk selection of {} elements",
+                    at.len(),
+                    vals.len() / elem.max(1)
+                )));
+            }
+            scatter_values(vals, at, elem, out)?;
+        }
+        Ok(present)
+    }
+
     /// The part of its chunk each pick's read decodes (the box of its wanted elements), or
     /// `None` for a pick that selects nothing: what `partial_shard_indexes` and
     /// `inner_ranges` take.
@@ -273,4 +306,21 @@ impl Array {
         unsafe { scratch.set_len(bytes) };
         Ok(found)
     }
+}
+
+/// Copies element `k` of `values` to byte `offsets[k]` of `out`, a run of elements adjacent
+/// on both sides as one copy.
+fn scatter_values(values: &[u8], offsets: &[usize], elem: usize, out: &OutPtr) -> Result<()> {
+    let outside = |_| Error::InvalidSelection("an output position outside the output".into());
+    let mut k = 0;
+    while k < offsets.len() {
+        let mut n = 1;
+        while k + n < offsets.len() && offsets[k + n] == offsets[k] + n * elem {
+            n += 1;
+        }
+        out.write(offsets[k], &values[k * elem..(k + n) * elem])
+            .map_err(outside)?;
+        k += n;
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ mod local;
 mod pick_direct;
 pub mod remote;
 pub mod rows;
-mod variable;
+pub mod variable;
 
 pub(crate) use cache_slot::{decode_entry, scatter_entry, CacheSlot};
 use local::OVERLAP_AT_LEAST;

@@ -1,6 +1,7 @@
-//! Reading a [`Pick`] of a variable-length array (strings, bytes): the box that spans the
-//! pick is read once, then its elements are taken in the pick's order by the same runs as the
-//! gather of fixed-size elements (in element units instead of bytes).
+//! Reading picks of a variable-length array (strings, bytes): an `Array` pick reads the box
+//! that spans it once, then takes its elements in the pick's order by the same runs as the
+//! gather of fixed-size elements (in element units instead of bytes); zarr-python's chunk
+//! picks decode each stored chunk whole and take the picked elements.
 
 use std::ops::Range;
 
@@ -9,6 +10,7 @@ use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::layout::grid::ChunkGrid;
 use crate::layout::placement::c_strides;
+use crate::process::pool::try_map;
 use crate::read::gather::{check_partition, group_factor, Group, Runs};
 use crate::select::pick::Pick;
 use crate::select::selection::Region;
@@ -84,5 +86,32 @@ impl Array {
             out.offsets.push(out.bytes.len());
         }
         Ok(out)
+    }
+}
+
+/// One stored chunk of a pick read: its bytes (None: missing, all fill value), key, shape and
+/// the C-order positions of the picked elements in it.
+pub struct VariableChunkPick<'a> {
+    pub encoded: Option<&'a [u8]>,
+    pub key: &'a str,
+    pub shape: &'a [u64],
+    pub positions: &'a [u64],
+}
+
+impl Array {
+    /// The picked elements of each chunk, chunk after chunk (1-d): each chunk decoded whole
+    /// on the pool (a variable-length chunk has no partial decode), then its positions taken.
+    pub fn read_variable_chunk_picks(&self, chunks: &[VariableChunkPick<'_>]) -> Result<VarData> {
+        self.variable()?;
+        let parts = try_map(chunks, |c| {
+            self.check_chunk_shape(c.shape, c.key)?;
+            let whole = self.decode_variable(c.encoded, c.key, c.shape)?;
+            let positions = c.positions.iter().map(|&p| usize::try_from(p));
+            let positions: Vec<usize> = positions
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|_| Error::InvalidSelection(format!("{}: position too large", c.key)))?;
+            whole.select(positions)
+        })?;
+        Ok(VarData::concat(&parts))
     }
 }

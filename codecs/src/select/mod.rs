@@ -3,4 +3,5 @@
 //! Pure geometry; uses only the engine's errors.
 
 pub mod pick;
+pub mod positions;
 pub mod selection;
