@@ -1,15 +1,17 @@
 //! Python selections into engine requests, with NumPy's semantics and exceptions: integers,
-//! slices and `...` parse straight into a region (`basic`); anything else becomes a pick of
-//! the engine (`numpy`: `arr[...]` and `vindex`; `orthogonal`: `oindex` and `blocks`).
+//! slices and `...` parse straight into a region (`basic`); anything else is classified item
+//! by item (`items`) and becomes a pick by the engine's geometry
+//! (`zarrpipe_codecs::select::numpy` for `arr[...]` and `vindex`, `select::orthogonal` for
+//! `oindex` and `blocks`).
 
 mod basic;
 mod items;
-mod numpy;
-mod orthogonal;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use zarrpipe_codecs::layout::grid::ChunkGrid;
+use zarrpipe_codecs::select::numpy::numpy_pick;
+use zarrpipe_codecs::select::orthogonal::{block_ranges, orthogonal_pick};
 use zarrpipe_codecs::select::pick::{Factor, Pick};
 use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 
@@ -67,11 +69,12 @@ pub fn request(shape: &[u64], selection: Option<&Bound<'_, PyAny>>) -> PyResult<
 
 /// The request for `key` of the given kind.
 pub fn kind_request(shape: &[u64], kind: &Kind<'_>, key: &Bound<'_, PyAny>) -> PyResult<Request> {
+    let items = items::key_items(key)?;
     let (factors, dims) = match kind {
-        Kind::Numpy => numpy::numpy_pick(shape, key)?,
-        Kind::Orthogonal => orthogonal::orthogonal_pick(shape, key)?,
+        Kind::Numpy => numpy_pick(shape, items).map_err(to_pyerr)?,
+        Kind::Orthogonal => orthogonal_pick(shape, items).map_err(to_pyerr)?,
         Kind::Blocks(blocks) => {
-            let ranges = orthogonal::block_ranges(shape, blocks, key)?;
+            let ranges = block_ranges(shape, blocks, items).map_err(to_pyerr)?;
             let extent: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
             return Ok(Request::Region(Region {
                 dropped: vec![false; ranges.len()],
