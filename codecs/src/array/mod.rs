@@ -6,6 +6,7 @@
 //! engine adapter all read and write through it. Uses `codec`, `store`, `layout`,
 //! `select`, `dtype` and `memory`; never `read` or `write`, which build on it.
 
+mod build;
 pub mod chunk_guess;
 pub mod create;
 mod metadata;
@@ -20,18 +21,17 @@ use zarrs::storage::{ReadableListableStorageTraits, StorageError};
 
 pub use crate::array::metadata::parse_metadata;
 use crate::array::metadata::{
-    check_document_grid, check_shard_edges, data_type_spelling, has_stand_in, metadata_json,
-    open_checked, open_error, parse_metadata_typed, v2_string_fill, v3_metadata,
+    check_document_grid, has_stand_in, metadata_json, open_checked, open_error,
+    parse_metadata_typed, v2_string_fill,
 };
 use crate::array::variable::Variable;
-use crate::codec::chain::{ChainError, ChunkChain, ZarrsTypes};
+use crate::codec::chain::ChunkChain;
 use crate::codec::encode::Encoder;
 use crate::dtype::numpy_type::NumpyType;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::layout::grid::ChunkGrid;
 use crate::layout::shard_order::ShardOrder;
-use crate::memory::buffer::checked_nbytes;
 use crate::select::selection::Region;
 use crate::store::{node_path, Store};
 
@@ -180,137 +180,6 @@ impl Array {
     pub fn with_shard_order(mut self, order: ShardOrder) -> Self {
         self.shard_order = order;
         self
-    }
-
-    fn from_zarrs(
-        store: Arc<Store>,
-        node: String,
-        zarrs: ZarrsArray,
-        numpy_type: Option<NumpyType>,
-    ) -> Result<Self> {
-        let variable = Variable::of(zarrs.data_type(), zarrs.metadata());
-        let dtype = match (&numpy_type, variable) {
-            (Some(t), _) => t.elem,
-            // Never used as an element: the chain below refuses fixed-size reads.
-            (None, Some(_)) => ElementType::UInt8,
-            (None, None) => ElementType::from_zarrs(zarrs.data_type()).map_err(|_| {
-                Error::Unsupported(format!(
-                    "array {node}: data type {} is not a fixed-size type zarrpipe reads",
-                    data_type_spelling(&zarrs)
-                ))
-            })?,
-        };
-        let v3 = v3_metadata(&zarrs).ok_or_else(|| {
-            Error::Unsupported(format!("cannot convert the v2 metadata of {node}"))
-        })?;
-        let shape = zarrs.shape().to_vec();
-        let grid_json = serde_json::to_value(&v3.chunk_grid).unwrap_or(Value::Null);
-        let grid =
-            ChunkGrid::from_metadata(&grid_json, &shape).map_err(|reason| Error::Metadata {
-                path: node.clone(),
-                reason,
-            })?;
-        let types = ZarrsTypes {
-            data_type: zarrs.data_type().clone(),
-            fill_value: zarrs.fill_value().clone(),
-        };
-        let (grid, chain) = match grid {
-            Some(grid) => {
-                // A chunk must at least be addressable; reads of its parts are checked later.
-                let chunk = grid.max_chunk_shape();
-                checked_nbytes(&chunk, dtype.size()).map_err(|_| Error::Metadata {
-                    path: node.clone(),
-                    reason: format!("chunk shape {chunk:?} is too large to address"),
-                })?;
-                let swaps = numpy_type.as_ref().and_then(|t| t.field_swaps.as_ref());
-                let chain = if variable.is_some() {
-                    Err(VARIABLE.to_owned())
-                } else {
-                    let built = ChunkChain::build(&v3.codecs, &chunk, dtype, &types);
-                    match built.and_then(|c| match swaps {
-                        Some(swaps) => c.with_field_swaps(swaps),
-                        None => Ok(c),
-                    }) {
-                        Ok(chain) => Ok(Arc::new(chain)),
-                        Err(ChainError::Unsupported(reason)) => Err(reason),
-                        Err(ChainError::Invalid(reason)) => {
-                            return Err(Error::Metadata { path: node, reason })
-                        }
-                    }
-                };
-                if let Ok(c) = &chain {
-                    check_shard_edges(&grid, c).map_err(|reason| Error::Metadata {
-                        path: node.clone(),
-                        reason,
-                    })?;
-                }
-                (grid, chain)
-            }
-            None => (
-                ChunkGrid::regular(&shape, &shape),
-                Err(format!("chunk grid {grid_json} is not one zarrpipe knows")),
-            ),
-        };
-        let encoder = match &chain {
-            Ok(c) if numpy_type.is_none() => Encoder::parse(&v3.codecs, c),
-            _ => None,
-        };
-        // A rectilinear grid has no one chunk shape: its largest stands in `info` (the
-        // binding says the grid is rectilinear and gives its sizes instead).
-        let stored_shape = grid.max_chunk_shape();
-        let (chunks, shards) = match chain.as_ref().ok().and_then(|c| c.plain_sharding()) {
-            Some(s) => (s.inner_shape.clone(), Some(stored_shape)),
-            None => {
-                // Sharding that zarrs decodes (inner codecs ours lacks) still has shards;
-                // with other codecs around it there are none, as zarr-python says.
-                use zarrs::array::ArrayShardedExt;
-                match zarrs.subchunk_shape() {
-                    Some(inner) if zarrs.is_exclusively_sharded() => {
-                        (inner.iter().map(|d| d.get()).collect(), Some(stored_shape))
-                    }
-                    _ => (stored_shape, None),
-                }
-            }
-        };
-        let read_grid = match &shards {
-            // Every shard edge is a multiple of the inner edge: inner chunks tile the array.
-            Some(_) => ChunkGrid::regular(&shape, &chunks),
-            None => grid.clone(),
-        };
-        let (zarr_format, dimension_names) = match zarrs.metadata() {
-            ArrayMetadata::V2(_) => (2, None),
-            ArrayMetadata::V3(m) => (3, m.dimension_names.clone()),
-        };
-        let info = ArrayInfo {
-            path: node,
-            shape,
-            dtype,
-            chunks,
-            shards,
-            fill_value: {
-                let mut fill = zarrs.fill_value().as_ne_bytes().to_vec();
-                if let Some(sub) = numpy_type.as_ref().and_then(|t| t.sub_byte) {
-                    sub.to_numpy(&mut fill); // as the caller's values spell it
-                }
-                fill
-            },
-            zarr_format,
-            attributes: serde_json::to_string(zarrs.attributes()).unwrap_or_else(|_| "{}".into()),
-            dimension_names,
-            numpy_type,
-            variable,
-        };
-        Ok(Self {
-            store,
-            zarrs,
-            info,
-            grid,
-            read_grid,
-            chain,
-            encoder,
-            shard_order: ShardOrder::C,
-            stored_document: None,
-        })
     }
 
     /// The codec chain of stored chunks, or `Unsupported` with the reason this array must be

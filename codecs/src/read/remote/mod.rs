@@ -14,7 +14,7 @@ mod fetch;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::mpsc::{channel, TryRecvError};
+use std::sync::mpsc::{channel, Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -86,6 +86,9 @@ struct Piece {
     bytes: Option<Bytes>,
 }
 
+/// A chunk (inner chunk) the chunk cache holds: its decoded bytes, slot and placement.
+type Hit = (Bytes, CacheSlot, Placement);
+
 /// Fetches and decodes every chunk of `plans` into `target`. Returns per plan item whether
 /// its chunk (or shard) is stored.
 pub fn read_remote(
@@ -96,62 +99,9 @@ pub fn read_remote(
     target: &ChunkTarget<'_>,
     cache: Option<&ChunkCache>,
 ) -> Result<Vec<bool>> {
+    let (hits, fetches) = plan_fetches(array, chain, plans, cache);
+    // Cache hits are stored; a fetched item is once a fetch finds its chunk (shard).
     let mut present = vec![true; plans.len()];
-    let mut hits: Vec<(Bytes, CacheSlot, Placement)> = Vec::new();
-    let mut fetches = Vec::new();
-    for (i, plan) in plans.iter().enumerate() {
-        let fetch = |want| Fetch {
-            plan: i,
-            key: plan.key.clone(),
-            placement: plan.placement.clone(),
-            want,
-        };
-        match chain.plain_sharding() {
-            Some(spec) => {
-                let mut parts = Vec::new();
-                for part in inner_parts(spec, &plan.placement) {
-                    let slot = cache.and_then(|_| array.inner_slot(plan, &part, &spec.inner_shape));
-                    match (cache, &slot) {
-                        (Some(c), Some(s)) => match c.get(&s.key) {
-                            Some(hit) => hits.push((hit, s.clone(), part.placement.clone())),
-                            None => parts.push(Part {
-                                plan: i,
-                                part,
-                                slot,
-                            }),
-                        },
-                        _ => parts.push(Part {
-                            plan: i,
-                            part,
-                            slot,
-                        }),
-                    }
-                }
-                if !parts.is_empty() {
-                    let whole = plan.placement.wants_whole_chunk()
-                        && parts.len() as u64
-                            == spec
-                                .grid(&plan.placement.chunk_shape)
-                                .iter()
-                                .product::<u64>();
-                    fetches.push(fetch(Want::Inner {
-                        parts,
-                        whole: whole.then_some(WholeShard::OneRequest),
-                    }));
-                }
-            }
-            None => {
-                let slot = array.slot(plan, cache);
-                match (cache, &slot) {
-                    (Some(c), Some(s)) => match c.get(&s.key) {
-                        Some(hit) => hits.push((hit, s.clone(), plan.placement.clone())),
-                        None => fetches.push(fetch(Want::Chunk { slot })),
-                    },
-                    _ => fetches.push(fetch(Want::Chunk { slot })),
-                }
-            }
-        }
-    }
     for f in &fetches {
         match &f.want {
             Want::Chunk { .. } => present[f.plan] = false,
@@ -161,14 +111,84 @@ pub fn read_remote(
     let mut fetches = one_fetch_per_shard(fetches);
     let concurrency = remote.settings.concurrency.max(1);
     choose_whole_shard_fetches(&mut fetches, concurrency, target.elem);
+    let (fetching, arrivals) = start_fetches(remote, chain, fetches, target.elem, concurrency)?;
+    let decoded = decode_arrivals(hits, arrivals, target, cache, &mut present);
+    fetching.abort();
+    decoded.map(|()| present)
+}
 
+/// What the cache holds of `slot`.
+fn cached(cache: Option<&ChunkCache>, slot: Option<&CacheSlot>) -> Option<(Bytes, CacheSlot)> {
+    let (cache, slot) = (cache?, slot?);
+    cache.get(&slot.key).map(|hit| (hit, slot.clone()))
+}
+
+/// Splits `plans` into what the cache holds and what must be fetched: per plan item its
+/// whole chunk, or the inner chunks of its shard that the cache lacks.
+fn plan_fetches(
+    array: &Array,
+    chain: &Arc<ChunkChain>,
+    plans: &[ChunkPlan],
+    cache: Option<&ChunkCache>,
+) -> (Vec<Hit>, Vec<Fetch>) {
+    let mut hits = Vec::new();
+    let mut fetches = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let fetch = |want| Fetch {
+            plan: i,
+            key: plan.key.clone(),
+            placement: plan.placement.clone(),
+            want,
+        };
+        let Some(spec) = chain.plain_sharding() else {
+            let slot = array.slot(plan, cache);
+            match cached(cache, slot.as_ref()) {
+                Some((hit, s)) => hits.push((hit, s, plan.placement.clone())),
+                None => fetches.push(fetch(Want::Chunk { slot })),
+            }
+            continue;
+        };
+        let mut parts = Vec::new();
+        for part in inner_parts(spec, &plan.placement) {
+            let slot = cache.and_then(|_| array.inner_slot(plan, &part, &spec.inner_shape));
+            match cached(cache, slot.as_ref()) {
+                Some((hit, s)) => hits.push((hit, s, part.placement.clone())),
+                None => parts.push(Part {
+                    plan: i,
+                    part,
+                    slot,
+                }),
+            }
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        let inner_chunks: u64 = spec.grid(&plan.placement.chunk_shape).iter().product();
+        let whole = plan.placement.wants_whole_chunk() && parts.len() as u64 == inner_chunks;
+        fetches.push(fetch(Want::Inner {
+            parts,
+            whole: whole.then_some(WholeShard::OneRequest),
+        }));
+    }
+    (hits, fetches)
+}
+
+/// Starts `fetches` on the I/O runtime, at most `concurrency` at a time; each fetched
+/// piece arrives on the returned channel, and an error ends it.
+fn start_fetches(
+    remote: &Arc<Remote>,
+    chain: &Arc<ChunkChain>,
+    fetches: Vec<Fetch>,
+    elem: usize,
+    concurrency: usize,
+) -> Result<(tokio::task::JoinHandle<()>, Receiver<Result<Piece>>)> {
     let (tx, rx) = channel::<Result<Piece>>();
-    let (remote2, chain2, elem) = (remote.clone(), chain.clone(), target.elem);
+    let (remote, chain) = (remote.clone(), chain.clone());
     let fetching = runtime()?.spawn(async move {
         let limit = Arc::new(InFlight::new(concurrency));
         let mut fetched = futures::stream::iter(fetches)
             .map(|f| {
-                let (remote, chain, limit) = (remote2.clone(), chain2.clone(), limit.clone());
+                let (remote, chain, limit) = (remote.clone(), chain.clone(), limit.clone());
                 let tx = tx.clone();
                 async move {
                     // A send fails once the reader has stopped: stop fetching too.
@@ -178,19 +198,28 @@ pub fn read_remote(
             })
             .buffer_unordered(concurrency);
         while let Some(result) = fetched.next().await {
-            let go_on = match result {
-                Ok(go_on) => go_on,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    false
-                }
-            };
+            let go_on = result.unwrap_or_else(|e| {
+                let _ = tx.send(Err(e));
+                false
+            });
             if !go_on {
                 break;
             }
         }
     });
+    Ok((fetching, rx))
+}
 
+/// Places the cache hits and decodes every piece as it arrives, on the pool; the pool
+/// thread that waits decodes whatever has arrived and blocks only with nothing to do.
+/// Marks the plan items whose chunk a fetch found; returns the first error.
+fn decode_arrivals(
+    hits: Vec<Hit>,
+    arrivals: Receiver<Result<Piece>>,
+    target: &ChunkTarget<'_>,
+    cache: Option<&ChunkCache>,
+    present: &mut [bool],
+) -> Result<()> {
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
     let record = |e: Error| {
         first_error
@@ -199,7 +228,6 @@ pub fn read_remote(
             .get_or_insert(e);
     };
     let record = &record;
-    let present_mut = &mut present;
     let stop = &Stop::current();
     rayon::scope(move |s| {
         for (hit, slot, placement) in hits {
@@ -210,7 +238,7 @@ pub fn read_remote(
             });
         }
         let mut handle = |piece: Piece| {
-            present_mut[piece.plan] |= piece.stored;
+            present[piece.plan] |= piece.stored;
             let stop = stop.clone();
             s.spawn(move |_| {
                 if let Err(e) = decode_piece(&piece, target, cache, &stop) {
@@ -219,42 +247,40 @@ pub fn read_remote(
             });
         };
         loop {
-            // A stopped call fetches no more (the fetches are aborted below).
+            // A stopped call fetches no more (the caller aborts the fetches).
             if let Err(e) = stop.check() {
                 record(e);
                 break;
             }
-            match rx.try_recv() {
-                Ok(Ok(piece)) => handle(piece),
-                Ok(Err(e)) => {
-                    record(e);
-                    break;
-                }
+            let next = match arrivals.try_recv() {
+                Ok(next) => next,
                 Err(TryRecvError::Disconnected) => break,
                 Err(TryRecvError::Empty) => {
                     // Decode what has arrived; wait for the network only with nothing to do.
                     if matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
                         continue;
                     }
-                    match rx.recv() {
-                        Ok(Ok(piece)) => handle(piece),
-                        Ok(Err(e)) => {
-                            record(e);
-                            break;
-                        }
+                    match arrivals.recv() {
+                        Ok(next) => next,
                         Err(_) => break,
                     }
+                }
+            };
+            match next {
+                Ok(piece) => handle(piece),
+                Err(e) => {
+                    record(e);
+                    break;
                 }
             }
         }
     });
-    fetching.abort();
     match first_error
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner)
     {
         Some(e) => Err(e),
-        None => Ok(present),
+        None => Ok(()),
     }
 }
 
