@@ -11,6 +11,7 @@ mod chunk;
 mod fill;
 pub mod pick;
 pub mod points;
+mod variable;
 
 pub use fill::all_fill;
 
