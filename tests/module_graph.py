@@ -3,8 +3,8 @@
 `python tests/module_graph.py codecs/src` prints the graph of the engine as
 docs/architecture.md shows it (one line per module: what it uses), and exits 1 if two
 modules depend on each other, directly or through others. Test modules and comments are
-left out: only what the code compiles against counts. `outside_tests` is also what
-tests/test_architecture.py measures a file's length by.
+left out: only what the code compiles against counts. `code_lines` (every line outside
+the test modules) is what tests/test_architecture.py holds each file's length to.
 """
 
 from __future__ import annotations
@@ -112,11 +112,10 @@ def _closing_bracket(text: str, open_at: int) -> int:
     return len(text) - 1
 
 
-def outside_tests(text: str) -> str:
-    """The file without its `#[cfg(test)] mod … { … }` blocks: every other line stays, the
-    attributes and comments before such a `mod` too. A `#[cfg(test)]` on anything else (a
-    function, an impl, `mod tests;` whose file is elsewhere) hides nothing after it."""
-    kept, start, i = [], 0, 0
+def _test_module_spans(text: str) -> list[tuple[int, int]]:
+    """Where each `#[cfg(test)] mod … { … }` block is: from the line of its `mod` (code before it
+    on that line stays out) to the end of its closing brace's line."""
+    spans, i = [], 0
     while i < len(text):
         skipped = _skip_literal(text, i)
         if skipped != i:
@@ -125,7 +124,6 @@ def outside_tests(text: str) -> str:
         if text.startswith(_CFG_TEST, i):
             module = _module_after(text, i + len(_CFG_TEST))
             if module:
-                # The block's own lines go; code before or after it on a line stays.
                 begin = module.start()
                 line_start = text.rfind("\n", 0, begin) + 1
                 if not text[line_start:begin].strip():
@@ -135,12 +133,37 @@ def outside_tests(text: str) -> str:
                 line_end = len(text) if line_end < 0 else line_end + 1
                 if not text[end:line_end].strip():
                     end = line_end
-                kept.append(text[start:begin])
-                i = start = end
+                spans.append((begin, end))
+                i = end
                 continue
         i += 1
+    return spans
+
+
+def outside_tests(text: str) -> str:
+    """The file without its `#[cfg(test)] mod … { … }` blocks: every other line stays, the
+    attributes and comments before such a `mod` too. A `#[cfg(test)]` on anything else (a
+    function, an impl, `mod tests;` whose file is elsewhere) hides nothing after it."""
+    kept, start = [], 0
+    for begin, end in _test_module_spans(text):
+        kept.append(text[start:begin])
+        start = end
     kept.append(text[start:])
     return "".join(kept)
+
+
+def inside_tests(text: str) -> str:
+    """The file's `#[cfg(test)] mod … { … }` blocks, one after the other."""
+    return "".join(text[begin:end] for begin, end in _test_module_spans(text))
+
+
+# The most lines a Rust file may have outside its test modules (tests/test_architecture.py).
+CODE_LINES_AT_MOST = 600
+
+
+def code_lines(text: str) -> int:
+    """The lines a file has outside its test modules: what the cap holds."""
+    return outside_tests(text).count("\n")
 
 
 def _code(text: str) -> str:

@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from module_graph import cycles, graph, outside_tests, render
+from module_graph import CODE_LINES_AT_MOST, code_lines, cycles, graph, outside_tests, render
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
-CODE_LINES_AT_MOST = 600
 
 
 def _page_graph(name: str) -> str:
@@ -57,14 +56,10 @@ def _rust_file_params() -> list:
     return params
 
 
-def _code_lines(text: str) -> int:
-    return outside_tests(text).count("\n")
-
-
 @pytest.mark.parametrize("path", _rust_file_params())
 def test_no_rust_file_is_long(path: Path) -> None:
     """Every line outside `#[cfg(test)] mod … { … }` counts, wherever the tests sit."""
-    lines = _code_lines(path.read_text())
+    lines = code_lines(path.read_text())
     assert lines <= CODE_LINES_AT_MOST, (
         f"{path.relative_to(ROOT)} has {lines} lines outside its test module, over "
         f"{CODE_LINES_AT_MOST}: move a concern to a sibling file"
@@ -103,7 +98,7 @@ def test_the_length_counts_code_after_a_test_only_item() -> None:
         "mod more;\n"
         "fn last() {}\n"
     )
-    assert _code_lines(text) == 10
+    assert code_lines(text) == 10
 
 
 # A cited file (`src/store/mod.rs`) or folder (`src/codec/plugins/`).
