@@ -280,6 +280,12 @@ def test_bad_metadata(tmp_path, name):
     assert_healthy(str(tmp_path / "scratch"))
 
 
+def test_every_case_expects_one_outcome():
+    """No case passes "one way or another": each names the one exception type (or the value)
+    zarrpipe gives, so a change of behaviour fails its test."""
+    assert [n for n, c in CASES.items() if isinstance(c.expect, tuple)] == []
+
+
 def test_metadata_errors_are_distinct_classes():
     assert issubclass(zarrpipe.MetadataError, zarrpipe.ZarrpipeError)
     assert issubclass(zarrpipe.UnsupportedError, zarrpipe.ZarrpipeError)
