@@ -13,8 +13,9 @@ copy is built and tested, and the file is put back; the working tree is never to
 are tested with `cargo test -p zarrpipe-codecs --test plugins --test dtypes`, modes with the
 store's unit tests. Python tests that would also fail need a wheel and are not run here.
 Prints one line per mutation (the tests that failed, or "NOT CAUGHT") and exits 1 if any
-mutation is not caught or the unmutated copy fails. Set CARGO_TARGET_DIR to reuse a build:
-without it every run compiles the dependencies again.
+mutation is not caught or the unmutated copy fails. Builds go to $CARGO_TARGET_DIR/mutants,
+kept apart from real builds and reused by the next run (one run at a time); without
+CARGO_TARGET_DIR every run compiles the dependencies again.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ def _copy_tracked(to: Path) -> None:
     for name in listed.decode().split("\0"):
         if name and (ROOT / name).is_file():
             (to / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, to / name)
+            # Fresh times: cargo judges freshness by them, and a build of another copy may
+            # be newer than the originals' times.
+            shutil.copy(ROOT / name, to / name)
 
 
-def _cargo_test(copy: Path, targets: list[str]) -> tuple[bool, list[str]]:
+def _cargo_test(copy: Path, targets: list[str], target_dir: Path) -> tuple[bool, list[str]]:
     """Whether `cargo test` passed in `copy`, and what failed: each failing test with the first
     line of its panic, or the build's errors."""
     run = subprocess.run(
@@ -63,6 +66,7 @@ def _cargo_test(copy: Path, targets: list[str]) -> tuple[bool, list[str]]:
         cwd=copy,
         capture_output=True,
         text=True,
+        env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)},
     )
     out = run.stdout + run.stderr
     failed = [
@@ -101,8 +105,11 @@ def main(wanted: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="zarrpipe-mutants-") as tmp:
         copy = Path(tmp)
         _copy_tracked(copy)
+        # Never the target directory of real builds: cargo does not tell copies of the crate
+        # apart, and a mutant left there would pass for a fresh build of the real code.
+        target_dir = Path(os.environ.get("CARGO_TARGET_DIR") or copy / "target") / "mutants"
         for targets in {tuple(t) for *_, t in mutations}:
-            passed, failed = _cargo_test(copy, list(targets))
+            passed, failed = _cargo_test(copy, list(targets), target_dir)
             print(f"{'unmutated':<36} {' '.join(targets)}: {'pass' if passed else failed}")
             if not passed:
                 return 1
@@ -111,7 +118,7 @@ def main(wanted: list[str]) -> int:
             original = target.read_text()
             target.write_text(mutated)
             try:
-                passed, failed = _cargo_test(copy, targets)
+                passed, failed = _cargo_test(copy, targets, target_dir)
             finally:
                 target.write_text(original)
             uncaught += passed
