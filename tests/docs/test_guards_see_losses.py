@@ -27,7 +27,9 @@ from support.module_graph import CODE_LINES_AT_MOST, code_lines
 
 # Each plugin, by its `create` function, and tests that read data through it: a Rust test
 # (file::function), a tests/read/test_codec_matrix.py case (file::case id) or a Python test
-# (file::function). bz2's is the one test that tells zarrpipe's bz2 from zarrs' own.
+# (file::function). Where zarrs has a codec of its own that would take over (bz2, pcodec,
+# adler32, fletcher32, vlen-utf8), a test tells the two apart (tests/support/mutate_engine.py
+# deletes each registration and shows a Rust test failing).
 PLUGIN_READERS: dict[str, tuple[str, ...]] = {
     "lz4::create": (
         "codecs/tests/plugins.rs::numcodecs_lz4",
@@ -52,6 +54,7 @@ PLUGIN_READERS: dict[str, tuple[str, ...]] = {
     ),
     "pcodec::create": (
         "codecs/tests/plugins.rs::pcodec",
+        "codecs/tests/plugins.rs::pcodec_file_longer_than_its_chunk_is_refused_by_the_bounded_decoder",
         "tests/read/test_codec_matrix.py::pcodec",
     ),
     "zfp::create_zfpy": (
@@ -62,10 +65,12 @@ PLUGIN_READERS: dict[str, tuple[str, ...]] = {
     "zfp::create_zfp": ("codecs/tests/plugins.rs::zfpy_and_zfp",),
     "checksum::create_adler32": (
         "codecs/tests/plugins.rs::adler32_and_fletcher32_are_checked_on_partial_reads",
+        "codecs/tests/dtypes.rs::checksums_under_vlen_chunks_are_checked_on_partial_reads",
         "tests/read/test_codec_matrix.py::adler32",
     ),
     "checksum::create_fletcher32": (
         "codecs/tests/plugins.rs::adler32_and_fletcher32_are_checked_on_partial_reads",
+        "codecs/tests/dtypes.rs::checksums_under_vlen_chunks_are_checked_on_partial_reads",
         "tests/read/test_codec_matrix.py::fletcher32",
     ),
     "checksum32::create_crc32": (

@@ -59,8 +59,8 @@ def _copy_tracked(to: Path) -> None:
 
 
 def _cargo_test(copy: Path, targets: list[str], target_dir: Path) -> tuple[bool, list[str]]:
-    """Whether `cargo test` passed in `copy`, and what failed: each failing test with the first
-    line of its panic, or the build's errors."""
+    """Whether `cargo test` passed in `copy`, and what failed: the failing tests, or the
+    build's errors."""
     run = subprocess.run(
         ["cargo", "test", "-q", "-p", "zarrpipe-codecs", *targets],
         cwd=copy,
@@ -69,11 +69,11 @@ def _cargo_test(copy: Path, targets: list[str], target_dir: Path) -> tuple[bool,
         env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)},
     )
     out = run.stdout + run.stderr
+    # libtest's closing "failures:" list: one indented test name a line.
     failed = [
-        f"{name} ({why.strip()[:90]})"
-        for name, why in re.findall(
-            r"^---- (\S+) stdout ----\n(?:thread .*panicked at .*\n)?(.*)$", out, re.MULTILINE
-        )
+        name
+        for block in re.findall(r"^failures:\n((?:    \S+\n)+)", out, re.MULTILINE)
+        for name in block.split()
     ]
     failed += [
         f"build: {e}"
