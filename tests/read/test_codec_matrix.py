@@ -1,8 +1,10 @@
 """Every numcodecs / zarr-python codec zarrpipe reads: zarr-python writes it (v2 numcodecs ids,
 v3 core and ``numcodecs.*`` names, sharded and not, a few dtypes, missing chunks and shards and
 an odd fill value) and ``Store.read`` and ``Array.read_chunks`` return exactly zarr-python's
-values and dtype. Codecs zarr-python >= 3.2 added (``scale_offset``, ``cast_value``) run only
-where that zarr-python is installed (Python >= 3.12). Then the numcodecs codecs zarrpipe also
+values and dtype, through the decoder ``Array.fallback_reason`` names (zarrpipe's own, or
+zarrs' with zarrpipe's plugins for the codec it names: a codec that loses its decoder
+fails). Codecs zarr-python >= 3.2 added (``scale_offset``, ``cast_value``) run only where that
+zarr-python is installed (Python >= 3.12). Then the numcodecs codecs zarrpipe also
 writes (checksums, lzma, astype, quantize): ``Store.create_array`` with their numcodecs configs
 stores what zarr-python reads (and the chunk bytes numcodecs stores), and a flipped bit under a
 numcodecs checksum raises ``ChecksumError``."""
@@ -10,6 +12,7 @@ numcodecs checksum raises ``ChecksumError``."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,6 +324,22 @@ def _cast_value(target: str, **kwargs):
 
 
 CASES = _case_list()
+
+
+def reads_through(case: Case) -> str | None:
+    """The decoder a case reads through: None for zarrpipe's own (zlib, zstd, gzip and blosc,
+    streamed into place), else the codec `Array.fallback_reason` names for sending it to
+    zarrs' decoder with zarrpipe's plugins: the case's first codec that zarrpipe's own
+    decoder does not take (so a codec that loses its decoder, or gains one, fails here)."""
+    if case.id in ("zlib", "numcodecs-zstd", "numcodecs-gzip") or case.id.startswith(
+        ("blosc-", "numcodecs.blosc-")
+    ):
+        return None
+    if case.id == "cast_value":  # behind a scale_offset, which is named first
+        return "scale_offset"
+    return case.id.split("-")[0].removeprefix("numcodecs.")
+
+
 FORMATS = ["v2", "v3", "v3-sharded"]
 
 
@@ -394,6 +413,13 @@ def test_read_equals_zarr_python(tmp_path, case, fmt, dtype):
     np.testing.assert_array_equal(got, expected, strict=True)
 
     arr = store.open_array("a")
+    through = reads_through(case)
+    if through is None:
+        assert arr.fallback_reason is None
+    else:
+        assert re.fullmatch(
+            rf'codec "(numcodecs\.)?{through}"( in this position)?', str(arr.fallback_reason)
+        ), arr.fallback_reason
     grid = [math.ceil(s / c) for s, c in zip(SHAPE, arr.chunks, strict=True)]
     indices = [(i, j) for i in range(grid[0]) for j in range(grid[1])]
     for (i, j), tensor in zip(indices, arr.read_chunks(indices), strict=True):
