@@ -11,7 +11,7 @@ Writers: `zarrpipe` (native API, `arr[rows] = block`), `zarr+zarrpipe` (zarr-pyt
 (zarr-python >= 3.3's `FusedCodecPipeline`), `zarr+zarrs` (zarrs-python's pipeline) and
 `tensorstore`. Processes start with the "spawn" method; `--threads` runs the writers as
 threads of one process instead (each with its own handle of the array). The tests
-(`tests/test_concurrent_writes.py`) use this module for zarrpipe's writers; the counts for
+(`tests/write/test_concurrent_writes.py`) use this module for zarrpipe's writers; the counts for
 the others are what `BENCHMARKS.md` reports.
 """
 

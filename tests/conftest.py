@@ -6,7 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))  # `import dlpack_ctypes` under any pytest import mode
+# `import support.…` however pytest is started (pyproject.toml's `pythonpath` says the same).
+sys.path.insert(0, os.path.dirname(__file__))
 
 ROUND_TRIP_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

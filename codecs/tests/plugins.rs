@@ -178,6 +178,27 @@ fn pcodec() {
     lossless("float32", 4, &list, &data, GARBAGE);
 }
 
+/// zarrpipe's pcodec decodes into the chunk's element count: a file of 2^20 elements for a
+/// 6-element chunk is refused by its message, where zarrs' own decoder (which would take
+/// over without the plugin) inflates the whole file first.
+#[test]
+fn pcodec_file_longer_than_its_chunk_is_refused_by_the_bounded_decoder() {
+    let list = codecs(&[r#"{"name":"numcodecs.pcodec","configuration":{}}"#]);
+    let (store, _) = round_trip("uint16", 2, "0", &list, &u16s());
+    let big = pco::standalone::simple_compress(&vec![5u16; 1 << 20], &pco::ChunkConfig::default())
+        .unwrap();
+    store.put("a/c/1/1", &big);
+    let reader = store.open("a").unwrap();
+    let region = Region::resolve(&reader.info.shape, &[]).unwrap();
+    let err = reader.read_region(&region, None).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("pcodec: stream holds more elements, expected 6"),
+        "{err}"
+    );
+}
+
 #[test]
 fn zfpy_and_zfp() {
     let data = bytes((0..24).map(|i| f64::from(i) * 0.5), f64::to_ne_bytes);
