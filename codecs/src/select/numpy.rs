@@ -250,15 +250,6 @@ mod tests {
         })
     }
 
-    fn step(axis: usize, start: u64, step: i64, count: u64) -> Factor {
-        Factor::Step {
-            axis,
-            start,
-            step,
-            count,
-        }
-    }
-
     #[test]
     fn basic_keys_are_steps() {
         let s = KeyItem::Slice(SliceItem {
@@ -268,7 +259,10 @@ mod tests {
         });
         let (factors, dims) =
             numpy_pick(&[5, 4], vec![KeyItem::NewAxis, s, KeyItem::Int(-1)]).unwrap();
-        assert_eq!(factors, vec![step(0, 4, -2, 3), step(1, 3, 1, 1)]);
+        assert_eq!(
+            factors,
+            vec![Factor::step(0, 4, -2, 3), Factor::step(1, 3, 1, 1)]
+        );
         assert_eq!(dims, vec![1, 3]);
     }
 
@@ -282,7 +276,7 @@ mod tests {
             axes: vec![1, 2],
             coords: vec![0, 1, 0, 3, 2, 1, 2, 3],
         };
-        assert_eq!(factors, vec![step(0, 0, 1, 2), points]);
+        assert_eq!(factors, vec![Factor::step(0, 0, 1, 2), points]);
     }
 
     #[test]
@@ -319,7 +313,7 @@ mod tests {
     fn a_false_scalar_selects_nothing() {
         let (factors, dims) = numpy_pick(&[3], vec![KeyItem::ALL, KeyItem::Bool(false)]).unwrap();
         assert_eq!(dims, vec![3, 0]);
-        assert_eq!(factors, vec![step(0, 0, 1, 0)]);
+        assert_eq!(factors, vec![Factor::step(0, 0, 1, 0)]);
     }
 
     #[test]

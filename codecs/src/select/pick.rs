@@ -24,6 +24,17 @@ pub enum Factor {
 }
 
 impl Factor {
+    /// `count` elements of `axis` from `start`, `step` apart.
+    #[must_use]
+    pub fn step(axis: usize, start: u64, step: i64, count: u64) -> Self {
+        Self::Step {
+            axis,
+            start,
+            step,
+            count,
+        }
+    }
+
     /// How many output positions the factor spans.
     #[must_use]
     pub fn count(&self) -> u64 {
@@ -167,25 +178,20 @@ impl Pick {
 mod tests {
     use super::*;
 
-    fn step(axis: usize, start: u64, step: i64, count: u64) -> Factor {
-        Factor::Step {
-            axis,
-            start,
-            step,
-            count,
-        }
-    }
-
     #[test]
     fn steps_and_points_are_checked_against_the_shape() {
-        Pick::new(&[10, 4], vec![step(0, 9, -3, 4), step(1, 0, 1, 4)]).unwrap();
+        Pick::new(
+            &[10, 4],
+            vec![Factor::step(0, 9, -3, 4), Factor::step(1, 0, 1, 4)],
+        )
+        .unwrap();
         for bad in [
-            vec![step(0, 9, -3, 5), step(1, 0, 1, 4)],
-            vec![step(0, 0, 1, 11), step(1, 0, 1, 4)],
-            vec![step(0, 0, 0, 1), step(1, 0, 1, 4)],
-            vec![step(0, 0, 1, 1)],
-            vec![step(0, 0, 1, 1), step(0, 0, 1, 1)],
-            vec![step(0, 0, 1, 1), step(2, 0, 1, 1)],
+            vec![Factor::step(0, 9, -3, 5), Factor::step(1, 0, 1, 4)],
+            vec![Factor::step(0, 0, 1, 11), Factor::step(1, 0, 1, 4)],
+            vec![Factor::step(0, 0, 0, 1), Factor::step(1, 0, 1, 4)],
+            vec![Factor::step(0, 0, 1, 1)],
+            vec![Factor::step(0, 0, 1, 1), Factor::step(0, 0, 1, 1)],
+            vec![Factor::step(0, 0, 1, 1), Factor::step(2, 0, 1, 1)],
             vec![Factor::Points {
                 axes: vec![0, 1],
                 coords: vec![9, 4],
@@ -216,11 +222,23 @@ mod tests {
 
     #[test]
     fn step_one_ranges_in_axis_order_are_regions() {
-        let p = Pick::new(&[10, 4], vec![step(0, 2, 1, 3), step(1, 3, -1, 1)]).unwrap();
+        let p = Pick::new(
+            &[10, 4],
+            vec![Factor::step(0, 2, 1, 3), Factor::step(1, 3, -1, 1)],
+        )
+        .unwrap();
         assert_eq!(p.as_region().unwrap().ranges, vec![2..5, 3..4]);
-        let p = Pick::new(&[10, 4], vec![step(1, 0, 1, 4), step(0, 2, 1, 3)]).unwrap();
+        let p = Pick::new(
+            &[10, 4],
+            vec![Factor::step(1, 0, 1, 4), Factor::step(0, 2, 1, 3)],
+        )
+        .unwrap();
         assert!(p.as_region().is_none());
-        let p = Pick::new(&[10, 4], vec![step(0, 0, 2, 3), step(1, 0, 1, 4)]).unwrap();
+        let p = Pick::new(
+            &[10, 4],
+            vec![Factor::step(0, 0, 2, 3), Factor::step(1, 0, 1, 4)],
+        )
+        .unwrap();
         assert!(p.as_region().is_none());
     }
 }

@@ -133,19 +133,14 @@ pub fn same_but_ones(a: &[u64], b: &[u64]) -> bool {
 mod tests {
     use super::*;
 
-    fn step(axis: usize, start: u64, step: i64, count: u64) -> Factor {
-        Factor::Step {
-            axis,
-            start,
-            step,
-            count,
-        }
-    }
-
     #[test]
     fn offsets_follow_the_output_order() {
         // Rows 3, 1 (a negative step), columns 0 and 2 of a 4x3 array.
-        let p = Pick::new(&[4, 3], vec![step(0, 3, -2, 2), step(1, 0, 2, 2)]).unwrap();
+        let p = Pick::new(
+            &[4, 3],
+            vec![Factor::step(0, 3, -2, 2), Factor::step(1, 0, 2, 2)],
+        )
+        .unwrap();
         assert_eq!(pick_offsets(&p, &[3, 1]), vec![9, 11, 3, 5]);
         // Points over both axes, then nothing else: one offset per point, in list order.
         let p = Pick::new(
@@ -158,7 +153,11 @@ mod tests {
         .unwrap();
         assert_eq!(pick_offsets(&p, &[3, 1]), vec![2, 9]);
         // An empty factor selects nothing; a 0-d pick is one element at 0.
-        let p = Pick::new(&[4, 3], vec![step(0, 0, 1, 0), step(1, 0, 1, 3)]).unwrap();
+        let p = Pick::new(
+            &[4, 3],
+            vec![Factor::step(0, 0, 1, 0), Factor::step(1, 0, 1, 3)],
+        )
+        .unwrap();
         assert!(pick_offsets(&p, &[3, 1]).is_empty());
         assert_eq!(pick_offsets(&Pick::new(&[], vec![]).unwrap(), &[]), vec![0]);
     }
