@@ -135,6 +135,51 @@ pub fn decode_error_with(msg: String) -> PyErr {
     raise(decode_error, msg)
 }
 
+/// What a binding call fails with: an engine error (raised as `to_pyerr` assigns) or a
+/// Python exception (raised as it is). `?` converts both, so a call that mixes engine and
+/// Python work needs no `.map_err`; pyo3 raises it as the `PyErr` it converts into.
+#[derive(Debug)]
+pub enum BindError {
+    Engine(Error),
+    Python(PyErr),
+}
+
+/// The result of a binding call (see [`BindError`]).
+pub type BindResult<T> = Result<T, BindError>;
+
+impl From<Error> for BindError {
+    fn from(err: Error) -> Self {
+        Self::Engine(err)
+    }
+}
+
+impl From<PyErr> for BindError {
+    fn from(err: PyErr) -> Self {
+        Self::Python(err)
+    }
+}
+
+impl<'py> From<pyo3::CastIntoError<'py>> for BindError {
+    fn from(err: pyo3::CastIntoError<'py>) -> Self {
+        Self::Python(err.into())
+    }
+}
+
+impl<'a, 'py> From<pyo3::CastError<'a, 'py>> for BindError {
+    fn from(err: pyo3::CastError<'a, 'py>) -> Self {
+        Self::Python(err.into())
+    }
+}
+
+impl From<BindError> for PyErr {
+    fn from(err: BindError) -> Self {
+        match err {
+            BindError::Engine(e) => to_pyerr(e),
+            BindError::Python(e) => e,
+        }
+    }
+}
+
 /// Converts an engine error into the Python exception docs/architecture.md ("Errors") assigns to
 /// it.
 pub fn to_pyerr(err: Error) -> PyErr {

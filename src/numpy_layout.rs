@@ -6,21 +6,21 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use zarrpipe_codecs::layout::plan::OutLayout;
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 
 /// The data pointer (of the lowest byte the array spans) and layout of `array`; `writable`
 /// refuses a read-only array and strides that make two elements share bytes.
 pub(crate) fn numpy_layout(
     array: &Bound<'_, PyUntypedArray>,
     writable: bool,
-) -> PyResult<(*mut u8, OutLayout)> {
+) -> BindResult<(*mut u8, OutLayout)> {
     if writable
         && !array
             .getattr("flags")?
             .getattr("writeable")?
             .extract::<bool>()?
     {
-        return Err(PyValueError::new_err("output array is read-only"));
+        return Err(PyValueError::new_err("output array is read-only").into());
     }
     let elem = array.dtype().itemsize();
     let shape: Vec<u64> = array.shape().iter().map(|&n| n as u64).collect();
@@ -41,7 +41,7 @@ pub(crate) fn numpy_layout(
         }
     }
     let layout = if writable {
-        OutLayout::strided(&shape, &strides, below, below + above, elem).map_err(to_pyerr)?
+        OutLayout::strided(&shape, &strides, below, below + above, elem)?
     } else {
         // A write's source may repeat elements (broadcasting): only its extent matters.
         OutLayout {

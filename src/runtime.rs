@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use zarrpipe_codecs::process::{interrupt, pool};
 use zarrpipe_codecs::{Error, Result};
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 
 /// How often a waiting main thread looks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -18,14 +18,12 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// (the one signals reach) the wait checks for Ctrl-C every [`SIGNAL_POLL`]: on one, the
 /// engine stops at its next chunk (a write keeps what it stored, every key whole) and the
 /// signal's exception (`KeyboardInterrupt`) is raised once it has.
-pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
+pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> BindResult<T> {
     // An awaited call's stop flag goes with it to the pool (see `async_call`).
     let flag = interrupt::call_flag();
     let f = move || interrupt::with_call_flag(flag, || guarded(f));
     if !on_main_thread(py) {
-        return py
-            .detach(|| pool::install(f).and_then(|r| r))
-            .map_err(to_pyerr);
+        return Ok(py.detach(|| pool::install(f).and_then(|r| r))?);
     }
     let mut signal: Option<PyErr> = None;
     let result = py.detach(|| {
@@ -41,9 +39,9 @@ pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T> + Send) -> PyR
     });
     if let Some(e) = signal {
         interrupt::clear();
-        return Err(e);
+        return Err(e.into());
     }
-    result.map_err(to_pyerr)
+    Ok(result?)
 }
 
 /// Whether this is Python's main thread, where signal handlers run.
@@ -66,10 +64,9 @@ pub fn run_maybe_here<T: Send>(
     py: Python<'_>,
     here: bool,
     f: impl FnOnce() -> Result<T> + Send,
-) -> PyResult<T> {
+) -> BindResult<T> {
     if here {
-        py.detach(|| pool::run_here(|| guarded(f)))
-            .map_err(to_pyerr)
+        Ok(py.detach(|| pool::run_here(|| guarded(f)))?)
     } else {
         run(py, f)
     }

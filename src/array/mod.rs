@@ -12,7 +12,7 @@ use zarrpipe_codecs::read::cache::ChunkCache;
 use crate::async_call::AsyncCall;
 use crate::attributes::{AttrState, Attributes};
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::selection::{self, kind_request, request, Kind, Request};
 use crate::tensor::Tensor;
 use crate::variable;
@@ -91,7 +91,7 @@ impl Array {
     }
 
     /// The request for `key` selected as `kind` (blocks: of the stored chunk grid).
-    pub(crate) fn kind_request(&self, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Request> {
+    pub(crate) fn kind_request(&self, kind: &str, key: &Bound<'_, PyAny>) -> BindResult<Request> {
         kind_request(
             &self.array.info.shape,
             &Kind::named(kind, self.array.grid())?,
@@ -290,7 +290,7 @@ impl Array {
     /// How many chunks are stored, as zarr-python's `nchunks_initialized` counts them: every
     /// chunk of a stored shard counts. Lists the array's keys.
     #[getter]
-    fn nchunks_initialized(&self, py: Python<'_>) -> PyResult<u64> {
+    fn nchunks_initialized(&self, py: Python<'_>) -> BindResult<u64> {
         if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
             // Shards of a rectilinear grid hold different numbers of inner chunks.
             let array = self.array.clone();
@@ -444,7 +444,7 @@ impl Array {
         kind: &str,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         let request = self.kind_request(kind, key)?;
         self.write_request(py, request, value)
     }
@@ -454,7 +454,7 @@ impl Array {
         py: Python<'_>,
         selection: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         self.write_selection(py, Some(selection), value)
     }
 
@@ -484,7 +484,7 @@ impl Array {
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         self.write_selection(py, selection, value)
     }
 
@@ -534,9 +534,9 @@ impl Array {
 
     /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
     /// for a sharded array).
-    fn chunk_key(&self, index: &Bound<'_, PyAny>) -> PyResult<String> {
-        self.array
-            .stored_key_of_chunk(&selection::chunk_index(index)?)
-            .map_err(to_pyerr)
+    fn chunk_key(&self, index: &Bound<'_, PyAny>) -> BindResult<String> {
+        Ok(self
+            .array
+            .stored_key_of_chunk(&selection::chunk_index(index)?)?)
     }
 }

@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 use super::Array;
+use crate::errors::BindResult;
 
 /// Defines a view class over an array whose `[key]` reads and writes select as `$kind`.
 macro_rules! selection_view {
@@ -40,7 +41,7 @@ macro_rules! selection_view {
                 py: Python<'_>,
                 key: &Bound<'_, PyAny>,
                 value: &Bound<'_, PyAny>,
-            ) -> PyResult<()> {
+            ) -> BindResult<()> {
                 let array = self.array.get();
                 let request = array.kind_request($kind, key)?;
                 array.write_request(py, request, value)

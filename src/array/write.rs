@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use zarrpipe_codecs::write::SrcPtr;
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::variable;
@@ -21,7 +21,7 @@ impl Array {
         py: Python<'_>,
         selection: Option<&Bound<'_, PyAny>>,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         let request = request(&self.array.info.shape, selection)?;
         self.write_request(py, request, value)
     }
@@ -45,7 +45,7 @@ impl Array {
         py: Python<'_>,
         request: Request,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         let written = self.write_request_unwarned(py, request, value);
         crate::errors::warn_unconditional(py, self.array.store())?;
         written
@@ -56,7 +56,7 @@ impl Array {
         py: Python<'_>,
         request: Request,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         let array = self.array.clone();
         let cache = self.cache.clone();
         let write_empty = self.write_empty_chunks;
@@ -64,9 +64,10 @@ impl Array {
         // variable-length array never reaches the fixed-size paths below.
         if let Some(kind) = self.array.info.variable {
             let Request::Region(region) = request else {
-                return Err(to_pyerr(zarrpipe_codecs::Error::Unsupported(
+                return Err(zarrpipe_codecs::Error::Unsupported(
                     "writes to variable-length arrays take integers and step-1 slices".into(),
-                )));
+                )
+                .into());
             };
             let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
             return run(py, move || {

@@ -24,7 +24,7 @@ mod pick_io;
 pub mod picks;
 pub mod request;
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::store::Store as PyStore;
@@ -87,19 +87,17 @@ impl PipelineArray {
     fn pick_placements(
         &self,
         requests: &PickRequests,
-    ) -> PyResult<Vec<(String, Option<Placement>)>> {
+    ) -> BindResult<Vec<(String, Option<Placement>)>> {
         let picks = self.engine_picks(requests)?;
-        let placements = self.array.chunk_pick_placements(&picks).map_err(to_pyerr)?;
+        let placements = self.array.chunk_pick_placements(&picks)?;
         Ok(picks.into_iter().map(|p| p.0).zip(placements).collect())
     }
 
     /// The engine's picks of `requests`, each chunk's shape checked against the array's.
-    fn engine_picks(&self, requests: &PickRequests) -> PyResult<Vec<(String, Vec<u64>, Pick)>> {
+    fn engine_picks(&self, requests: &PickRequests) -> BindResult<Vec<(String, Vec<u64>, Pick)>> {
         (requests.items.iter())
             .map(|r| {
-                self.array
-                    .check_chunk_shape(&r.shape, &r.key)
-                    .map_err(to_pyerr)?;
+                self.array.check_chunk_shape(&r.shape, &r.key)?;
                 Ok((r.key.clone(), r.shape.clone(), r.pick.clone()))
             })
             .collect()
@@ -110,12 +108,9 @@ impl PipelineArray {
         &self,
         wanted: &[(&str, Option<&Placement>)],
         indexes: &[Option<PyBackedBytes>],
-    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+    ) -> BindResult<Vec<Vec<(u64, u64)>>> {
         let indexes: Vec<Option<&[u8]>> = indexes.iter().map(|b| b.as_deref()).collect();
-        let ranges = self
-            .array
-            .inner_ranges(wanted, &indexes)
-            .map_err(to_pyerr)?;
+        let ranges = self.array.inner_ranges(wanted, &indexes)?;
         Ok(ranges
             .into_iter()
             .map(|r| r.into_iter().map(|r| (r.start, r.end)).collect())
@@ -127,24 +122,19 @@ impl PipelineArray {
         &self,
         out: &Bound<'_, PyUntypedArray>,
         requests: &ChunkRequests,
-    ) -> PyResult<ReadPlans> {
+    ) -> BindResult<ReadPlans> {
         if out.dtype().itemsize() != self.array.info.dtype.size() {
-            return Err(PyValueError::new_err(
-                "output dtype does not match the array",
-            ));
+            return Err(PyValueError::new_err("output dtype does not match the array").into());
         }
         let (ptr, layout) = numpy_layout(out, true)?;
         let span = written_span(&requests.items, &layout);
         let plans = (requests.items.iter())
             .map(|r| {
-                self.array
-                    .check_chunk_shape(&r.shape, &r.key)
-                    .map_err(to_pyerr)?;
+                self.array.check_chunk_shape(&r.shape, &r.key)?;
                 ChunkPlan::from_request(r.key.clone(), &r.shape, &r.chunk_sel, &r.out_sel, &layout)
-                    .map_err(to_pyerr)
             })
-            .collect::<PyResult<Vec<_>>>()?;
-        check(&plans, &layout, false).map_err(to_pyerr)?;
+            .collect::<Result<Vec<_>, zarrpipe_codecs::Error>>()?;
+        check(&plans, &layout, false)?;
         Ok(ReadPlans {
             plans,
             ptr,
@@ -169,7 +159,7 @@ impl PipelineArray {
         metadata_json: &str,
         subchunk_write_order: Option<&str>,
         store: Option<PyRef<'_, PyStore>>,
-    ) -> PyResult<Self> {
+    ) -> BindResult<Self> {
         let order = match subchunk_write_order {
             None => ShardOrder::C,
             Some(name) => ShardOrder::named(name).ok_or_else(|| {
@@ -183,14 +173,12 @@ impl PipelineArray {
             Chunks::Supplied
         };
         let json = metadata_json.to_owned();
-        let array = py
-            .detach(|| match engine {
-                Some(store) => EngineArray::with_metadata(store, "/", &json),
-                None => EngineArray::detached(&json),
-            })
-            .map_err(to_pyerr)?;
+        let array = py.detach(|| match engine {
+            Some(store) => EngineArray::with_metadata(store, "/", &json),
+            None => EngineArray::detached(&json),
+        })?;
         if array.info.variable.is_none() {
-            array.chain().map_err(to_pyerr)?;
+            array.chain()?;
         }
         Ok(Self {
             array: Arc::new(array.with_shard_order(order)),
@@ -214,7 +202,7 @@ impl PipelineArray {
         out: &Bound<'_, PyAny>,
         requests: PyRef<'_, PickRequests>,
         encoded: Vec<Option<PyBackedBytes>>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         self.read_variable_into(py, out, &requests, encoded)
     }
 
@@ -261,11 +249,11 @@ impl PipelineArray {
         requests: PyRef<'_, PickRequests>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
         fetched: Option<Vec<Option<FetchedArg>>>,
-    ) -> PyResult<Vec<bool>> {
+    ) -> BindResult<Vec<bool>> {
         if encoded.is_none() && fetched.is_none() && !self.reads_store() {
-            return Err(PyValueError::new_err(
-                "this array's chunks must be passed as bytes",
-            ));
+            return Err(
+                PyValueError::new_err("this array's chunks must be passed as bytes").into(),
+            );
         }
         self.read_picks_into(py, out, &requests, encoded, fetched)
     }
@@ -286,11 +274,11 @@ impl PipelineArray {
         out: &Bound<'_, PyUntypedArray>,
         requests: PyRef<'_, ChunkRequests>,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
-    ) -> PyResult<Vec<bool>> {
+    ) -> BindResult<Vec<bool>> {
         if encoded.is_none() && !self.reads_store() {
-            return Err(PyValueError::new_err(
-                "this array's chunks must be passed as bytes",
-            ));
+            return Err(
+                PyValueError::new_err("this array's chunks must be passed as bytes").into(),
+            );
         }
         let planned = self.read_plans(out, &requests)?;
         let array = self.array.clone();
@@ -311,12 +299,10 @@ impl PipelineArray {
         &self,
         out: &Bound<'_, PyUntypedArray>,
         requests: PyRef<'_, ChunkRequests>,
-    ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
+    ) -> BindResult<Option<(Vec<Option<u64>>, bool)>> {
         let planned = self.read_plans(out, &requests)?;
         let placements: Vec<_> = planned.plans.iter().map(|p| Some(&p.placement)).collect();
-        self.array
-            .partial_shard_indexes(&placements)
-            .map_err(to_pyerr)
+        Ok(self.array.partial_shard_indexes(&placements)?)
     }
 
     /// The byte ranges `(start, end)` of each request's shard to fetch, from the shard's
@@ -326,7 +312,7 @@ impl PipelineArray {
         out: &Bound<'_, PyUntypedArray>,
         requests: PyRef<'_, ChunkRequests>,
         indexes: Vec<Option<PyBackedBytes>>,
-    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+    ) -> BindResult<Vec<Vec<(u64, u64)>>> {
         let planned = self.read_plans(out, &requests)?;
         let wanted: Vec<_> = (planned.plans.iter())
             .map(|p| (p.key.as_str(), Some(&p.placement)))
@@ -342,7 +328,7 @@ impl PipelineArray {
         out: &Bound<'_, PyUntypedArray>,
         requests: PyRef<'_, ChunkRequests>,
         fetched: Vec<Option<FetchedArg>>,
-    ) -> PyResult<Vec<bool>> {
+    ) -> BindResult<Vec<bool>> {
         let planned = self.read_plans(out, &requests)?;
         let array = self.array.clone();
         run(py, move || {
@@ -356,12 +342,10 @@ impl PipelineArray {
     fn partial_pick_indexes(
         &self,
         requests: PyRef<'_, PickRequests>,
-    ) -> PyResult<Option<(Vec<Option<u64>>, bool)>> {
+    ) -> BindResult<Option<(Vec<Option<u64>>, bool)>> {
         let placements = self.pick_placements(&requests)?;
         let placements: Vec<_> = placements.iter().map(|(_, p)| p.as_ref()).collect();
-        self.array
-            .partial_shard_indexes(&placements)
-            .map_err(to_pyerr)
+        Ok(self.array.partial_shard_indexes(&placements)?)
     }
 
     /// `inner_ranges` for `read_picks`' requests.
@@ -369,7 +353,7 @@ impl PipelineArray {
         &self,
         requests: PyRef<'_, PickRequests>,
         indexes: Vec<Option<PyBackedBytes>>,
-    ) -> PyResult<Vec<Vec<(u64, u64)>>> {
+    ) -> BindResult<Vec<Vec<(u64, u64)>>> {
         let placements = self.pick_placements(&requests)?;
         let wanted: Vec<_> = (placements.iter())
             .map(|(key, p)| (key.as_str(), p.as_ref()))
@@ -391,17 +375,15 @@ impl PipelineArray {
         write_empty: bool,
         fresh: Vec<bool>,
         existing: Option<Vec<Option<PyBackedBytes>>>,
-    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+    ) -> BindResult<Vec<Option<Bound<'py, PyBytes>>>> {
         if value.dtype().itemsize() != self.array.info.dtype.size() {
-            return Err(PyValueError::new_err(
-                "value dtype does not match the array",
-            ));
+            return Err(PyValueError::new_err("value dtype does not match the array").into());
         }
         let store_them = existing.is_none() && self.reads_store();
         if existing.is_none() && !store_them {
-            return Err(PyValueError::new_err(
-                "this array's old chunks must be passed as bytes",
-            ));
+            return Err(
+                PyValueError::new_err("this array's old chunks must be passed as bytes").into(),
+            );
         }
         let (ptr, layout) = numpy_layout(value, false)?;
         let writes = (requests.items.iter())
@@ -414,8 +396,7 @@ impl PipelineArray {
                     &r.chunk_sel,
                     &r.out_sel,
                     &layout,
-                )
-                .map_err(to_pyerr)?;
+                )?;
                 Ok(ChunkWrite {
                     key: p.key,
                     chunk_shape: r.shape.clone(),
@@ -425,7 +406,7 @@ impl PipelineArray {
                     fresh: fresh.get(i).copied().unwrap_or(false),
                 })
             })
-            .collect::<PyResult<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, zarrpipe_codecs::Error>>()?;
         // SAFETY: `value` stays alive while we run and zarr-python does not modify it.
         let src = unsafe { SrcPtr::new(ptr, layout.len) };
         let array = self.array.clone();

@@ -18,7 +18,7 @@ use zarrpipe_codecs::write::{SrcPtr, Written};
 use super::fetched::{fetched_list, FetchedArg};
 use super::picks::{PickRequest, PickRequests};
 use super::{bytes_list, PipelineArray};
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 
@@ -34,11 +34,9 @@ impl PipelineArray {
         requests: &PickRequests,
         encoded: Option<Vec<Option<PyBackedBytes>>>,
         fetched: Option<Vec<Option<FetchedArg>>>,
-    ) -> PyResult<Vec<bool>> {
+    ) -> BindResult<Vec<bool>> {
         if out.dtype().itemsize() != self.array.info.dtype.size() {
-            return Err(PyValueError::new_err(
-                "output dtype does not match the array",
-            ));
+            return Err(PyValueError::new_err("output dtype does not match the array").into());
         }
         let (ptr, layout) = numpy_layout(out, true)?;
         let strides: Vec<i64> = layout.strides.iter().map(|&s| s as i64).collect();
@@ -78,10 +76,10 @@ impl PipelineArray {
         out: &Bound<'_, PyAny>,
         requests: &PickRequests,
         encoded: Vec<Option<PyBackedBytes>>,
-    ) -> PyResult<()> {
-        let kind = self.array.variable().map_err(to_pyerr)?;
+    ) -> BindResult<()> {
+        let kind = self.array.variable()?;
         if encoded.len() != requests.items.len() {
-            return Err(PyValueError::new_err("one encoded chunk per request"));
+            return Err(PyValueError::new_err("one encoded chunk per request").into());
         }
         let positions: Vec<Vec<u64>> = (requests.items.iter())
             .map(PickRequest::chunk_positions)

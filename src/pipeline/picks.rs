@@ -16,7 +16,7 @@ use zarrpipe_codecs::select::positions::{
     broadcast_index, pick_offsets, same_but_ones, shape_text,
 };
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::selection::chunk_pick;
 
 /// One chunk of a read or write by picks.
@@ -63,13 +63,13 @@ impl PickRequests {
     /// of each of its chunk positions' values: the value's part `value[out_selection]`,
     /// given the dropped axes back as length 1, broadcast to `chunk[sel]`'s shape, as
     /// zarr-python's pipeline assigns it.
-    pub(super) fn value_indices(&self, drop_axes: &[usize]) -> PyResult<Vec<Vec<u64>>> {
+    pub(super) fn value_indices(&self, drop_axes: &[usize]) -> BindResult<Vec<Vec<u64>>> {
         let strides: Vec<i64> = (c_strides(&self.other_shape, 1).iter())
             .map(|&s| s as i64)
             .collect();
         self.items
             .iter()
-            .map(|r| {
+            .map(|r| -> BindResult<Vec<u64>> {
                 let n: u64 = r.dims.iter().product();
                 let Some((pick, dims)) = &r.other else {
                     return Ok(vec![0; n as usize]);
@@ -81,11 +81,12 @@ impl PickRequests {
                         return Err(PyIndexError::new_err(format!(
                             "dropped axis {a} of a {}-d value part",
                             piece.len()
-                        )));
+                        ))
+                        .into());
                     }
                     piece.insert(a, 1);
                 }
-                let from = broadcast_index(&piece, &r.dims).map_err(to_pyerr)?;
+                let from = broadcast_index(&piece, &r.dims)?;
                 Ok(from.iter().map(|&i| offsets[i as usize] as u64).collect())
             })
             .collect()

@@ -17,7 +17,7 @@ use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 
 pub use basic::{chunk_index, parse};
 
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 
 /// A read or write request: a rectangular region (the fast path of integers and step-1
 /// slices), or a pick of any kind and the shape its result takes.
@@ -49,7 +49,7 @@ impl Kind<'_> {
 }
 
 /// The request for `selection` with NumPy's semantics (`None`: everything).
-pub fn request(shape: &[u64], selection: Option<&Bound<'_, PyAny>>) -> PyResult<Request> {
+pub fn request(shape: &[u64], selection: Option<&Bound<'_, PyAny>>) -> BindResult<Request> {
     let Some(s) = selection else {
         return Ok(Request::Region(Region::all(shape)));
     };
@@ -59,22 +59,20 @@ pub fn request(shape: &[u64], selection: Option<&Bound<'_, PyAny>>) -> PyResult<
             _ => true,
         });
         if step_one {
-            return Region::resolve(shape, &selectors)
-                .map(Request::Region)
-                .map_err(to_pyerr);
+            return Ok(Request::Region(Region::resolve(shape, &selectors)?));
         }
     }
     kind_request(shape, &Kind::Numpy, s)
 }
 
 /// The request for `key` of the given kind.
-pub fn kind_request(shape: &[u64], kind: &Kind<'_>, key: &Bound<'_, PyAny>) -> PyResult<Request> {
+pub fn kind_request(shape: &[u64], kind: &Kind<'_>, key: &Bound<'_, PyAny>) -> BindResult<Request> {
     let items = items::key_items(key)?;
     let (factors, dims) = match kind {
-        Kind::Numpy => numpy_pick(shape, items).map_err(to_pyerr)?,
-        Kind::Orthogonal => orthogonal_pick(shape, items).map_err(to_pyerr)?,
+        Kind::Numpy => numpy_pick(shape, items)?,
+        Kind::Orthogonal => orthogonal_pick(shape, items)?,
         Kind::Blocks(blocks) => {
-            let ranges = block_ranges(shape, blocks, items).map_err(to_pyerr)?;
+            let ranges = block_ranges(shape, blocks, items)?;
             let extent: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
             return Ok(Request::Region(Region {
                 dropped: vec![false; ranges.len()],
@@ -88,13 +86,14 @@ pub fn kind_request(shape: &[u64], kind: &Kind<'_>, key: &Bound<'_, PyAny>) -> P
 
 /// A pick request from its factors and the result's shape (checked to hold as many
 /// elements).
-fn pick_request(shape: &[u64], factors: Vec<Factor>, dims: Vec<u64>) -> PyResult<Request> {
-    let pick = Pick::new(shape, factors).map_err(to_pyerr)?;
+fn pick_request(shape: &[u64], factors: Vec<Factor>, dims: Vec<u64>) -> BindResult<Request> {
+    let pick = Pick::new(shape, factors)?;
     let want: u128 = pick.out_shape().iter().map(|&d| u128::from(d)).product();
     if dims.iter().map(|&d| u128::from(d)).product::<u128>() != want {
         return Err(PyValueError::new_err(format!(
             "result shape {dims:?} for a selection of {want} elements"
-        )));
+        ))
+        .into());
     }
     Ok(Request::Pick(pick, dims))
 }

@@ -16,7 +16,7 @@ use zarrpipe_codecs::store::node_path;
 
 use super::Store;
 use crate::attributes::{to_object, AttrState, Attributes};
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::runtime::run;
 
 #[pyclass(frozen, module = "zarrpipe", name = "Group")]
@@ -78,10 +78,10 @@ impl Group {
     }
 
     /// The store path of the member `name` (`"a"` or `"a/b"`), checked.
-    fn member_path(&self, name: &str) -> PyResult<String> {
-        let rel = node_path(name).map_err(to_pyerr)?;
+    fn member_path(&self, name: &str) -> BindResult<String> {
+        let rel = node_path(name)?;
         if rel == "/" {
-            return Err(PyKeyError::new_err("a member name must not be empty"));
+            return Err(PyKeyError::new_err("a member name must not be empty").into());
         }
         Ok(format!("{}{}", self.node.trim_end_matches('/'), rel))
     }
@@ -131,7 +131,7 @@ impl Group {
     }
 
     /// The direct children, with their metadata.
-    fn child_nodes(&self, py: Python<'_>) -> PyResult<Vec<(String, Node)>> {
+    fn child_nodes(&self, py: Python<'_>) -> BindResult<Vec<(String, Node)>> {
         if let Some(c) = self.consolidated() {
             return Ok(c
                 .members
@@ -460,13 +460,13 @@ pub(super) fn create(
     path: &str,
     attributes: Option<&Bound<'_, PyAny>>,
     zarr_format: u8,
-) -> PyResult<Group> {
+) -> BindResult<Group> {
     let py = slf.py();
     let attrs = attributes
         .map(|a| Ok::<_, PyErr>(serde_json::Value::Object(to_object(a)?).to_string()))
         .transpose()?;
     let store = slf.get().store.clone();
-    let node = node_path(path).map_err(to_pyerr)?;
+    let node = node_path(path)?;
     let at = node.clone();
     let created = run(py, move || {
         zarrpipe_codecs::array::create::create_group(&store, &at, attrs.as_deref(), zarr_format)?;
@@ -476,7 +476,8 @@ pub(super) fn create(
         Some(n) => Ok(Group::from_node(slf, node, n)),
         None => Err(PyFileNotFoundError::new_err(format!(
             "the group at {path:?} was deleted as it was created"
-        ))),
+        ))
+        .into()),
     }
 }
 
@@ -485,10 +486,10 @@ pub(super) fn open(
     slf: &Bound<'_, Store>,
     path: &str,
     use_consolidated: Option<bool>,
-) -> PyResult<Group> {
+) -> BindResult<Group> {
     let store = slf.get().store.clone();
     let description = store.description().to_owned();
-    let node = node_path(path).map_err(to_pyerr)?;
+    let node = node_path(path)?;
     let at = node.clone();
     let consolidated = use_consolidated != Some(false);
     match run(slf.py(), move || read_node(&store, &at, consolidated))? {
@@ -496,23 +497,25 @@ pub(super) fn open(
             if use_consolidated == Some(true) && n.consolidated.is_none() {
                 return Err(PyValueError::new_err(format!(
                     "the group at {path:?} has no consolidated metadata (use_consolidated=True)"
-                )));
+                ))
+                .into());
             }
             Ok(Group::from_node(slf, node, n))
         }
         Some(_) => Err(PyFileNotFoundError::new_err(format!(
             "no group at {path:?} in {description}: an array is there (open it with open_array)"
-        ))),
-        None => Err(PyFileNotFoundError::new_err(format!(
-            "no group at {path:?} in {description}"
-        ))),
+        ))
+        .into()),
+        None => Err(
+            PyFileNotFoundError::new_err(format!("no group at {path:?} in {description}")).into(),
+        ),
     }
 }
 
 /// `Store.consolidate`.
-pub(super) fn consolidate(slf: &Bound<'_, Store>, path: &str) -> PyResult<Group> {
+pub(super) fn consolidate(slf: &Bound<'_, Store>, path: &str) -> BindResult<Group> {
     let store = slf.get().store.clone();
-    let node = node_path(path).map_err(to_pyerr)?;
+    let node = node_path(path)?;
     run(slf.py(), move || consolidated::consolidate(&store, &node))?;
     open(slf, path, Some(true))
 }

@@ -21,7 +21,7 @@ use zarrpipe_codecs::store::remote::RemoteSettings;
 use zarrpipe_codecs::store::{key_prefix, node_path, Store as EngineStore};
 
 use crate::array::Array;
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 
 use crate::runtime::run;
 
@@ -66,7 +66,7 @@ impl Store {
         &self.store
     }
 
-    fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> PyResult<Arc<EngineArray>> {
+    fn reader(&self, py: Python<'_>, path: &str, refresh: bool) -> BindResult<Arc<EngineArray>> {
         self.reader_with(py, path, refresh, None)
     }
 
@@ -76,8 +76,8 @@ impl Store {
         path: &str,
         refresh: bool,
         metadata: Option<String>,
-    ) -> PyResult<Arc<EngineArray>> {
-        let node = node_path(path).map_err(to_pyerr)?;
+    ) -> BindResult<Arc<EngineArray>> {
+        let node = node_path(path)?;
         if !refresh && metadata.is_none() {
             if let Some(r) = self.arrays().and_then(|a| a.get(&node).cloned()) {
                 return Ok(r);
@@ -174,7 +174,7 @@ impl Store {
         concurrency: usize,
         durable: bool,
         conditional_writes: &str,
-    ) -> PyResult<Self> {
+    ) -> BindResult<Self> {
         let location: String = py
             .import("os")?
             .call_method1("fspath", (path,))?
@@ -182,7 +182,8 @@ impl Store {
         if !(timeout.is_finite() && timeout > 0.0) || concurrency == 0 {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "timeout must be a positive number of seconds and concurrency at least 1",
-            ));
+            )
+            .into());
         }
         let unconditional_writes = match conditional_writes {
             "require" => false,
@@ -190,7 +191,8 @@ impl Store {
             other => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "conditional_writes must be \"require\" or \"warn\", not {other:?}"
-                )))
+                ))
+                .into())
             }
         };
         let settings = RemoteSettings {
@@ -212,7 +214,7 @@ impl Store {
         let options: Vec<(String, String)> = options.into_iter().collect();
         let mode = match mode {
             None => Mode::default_for(&location),
-            Some(m) => Mode::parse(m).map_err(to_pyerr)?,
+            Some(m) => Mode::parse(m)?,
         };
         // Opening may delete ("w") or list ("w-") a whole store: a long call like any other.
         let store = run(py, || {
@@ -409,7 +411,7 @@ impl Store {
         zarr_format: u8,
         write_empty_chunks: bool,
         overwrite: bool,
-    ) -> PyResult<Array> {
+    ) -> BindResult<Array> {
         let py = slf.py();
         let this = slf.get();
         let compressors = compressors.or_auto(py);
@@ -426,8 +428,7 @@ impl Store {
             dimension_names,
             zarr_format,
         })?;
-        let spec =
-            zarrpipe_codecs::array::create::ArraySpec::from_json(&spec_json).map_err(to_pyerr)?;
+        let spec = zarrpipe_codecs::array::create::ArraySpec::from_json(&spec_json)?;
         let store = this.store.clone();
         let owned_path = path.to_owned();
         let array = run(py, move || {
@@ -449,7 +450,7 @@ impl Store {
         path: &str,
         attributes: Option<&Bound<'_, PyAny>>,
         zarr_format: u8,
-    ) -> PyResult<Group> {
+    ) -> BindResult<Group> {
         group::create(slf, path, attributes, zarr_format)
     }
 
@@ -461,7 +462,7 @@ impl Store {
         slf: &Bound<'_, Self>,
         path: &str,
         use_consolidated: Option<bool>,
-    ) -> PyResult<Group> {
+    ) -> BindResult<Group> {
         group::open(slf, path, use_consolidated)
     }
 
@@ -469,7 +470,7 @@ impl Store {
     /// below it, as `zarr.consolidate_metadata` writes it) and returns the group, opened
     /// with it.
     #[pyo3(signature = (path = ""))]
-    fn consolidate(slf: &Bound<'_, Self>, path: &str) -> PyResult<Group> {
+    fn consolidate(slf: &Bound<'_, Self>, path: &str) -> BindResult<Group> {
         group::consolidate(slf, path)
     }
 
@@ -487,7 +488,7 @@ impl Store {
         path: &str,
         selection: Option<&Bound<'_, PyAny>>,
         value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> BindResult<()> {
         self.array(py, path, false)?
             .write_selection(py, selection, value)
     }
@@ -556,8 +557,8 @@ impl Store {
 /// Sets how many threads decode (the default is the number of CPUs, or
 /// the `ZARRPIPE_NUM_THREADS` environment variable).
 #[pyfunction]
-pub fn set_num_threads(n: usize) -> PyResult<()> {
-    zarrpipe_codecs::process::pool::set_num_threads(n).map_err(to_pyerr)
+pub fn set_num_threads(n: usize) -> BindResult<()> {
+    Ok(zarrpipe_codecs::process::pool::set_num_threads(n)?)
 }
 
 /// How many threads decode.

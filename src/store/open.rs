@@ -11,7 +11,7 @@ use zarrpipe_codecs::store::{key_prefix, node_path};
 
 use super::group::Group;
 use super::Store;
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use crate::runtime::run;
 use zarrpipe_codecs::store::open_mode::Mode;
 
@@ -45,9 +45,9 @@ pub fn open<'py>(
     zarr_format: Option<u8>,
     use_consolidated: Option<bool>,
     kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let mode = Mode::parse(mode).map_err(crate::errors::to_pyerr)?;
-    let node = node_path(path).map_err(to_pyerr)?;
+) -> BindResult<Bound<'py, PyAny>> {
+    let mode = Mode::parse(mode)?;
+    let node = node_path(path)?;
     let at_root = node == "/";
     let store_kwargs = PyDict::new(py);
     let array_kwargs = PyDict::new(py);
@@ -70,7 +70,8 @@ pub fn open<'py>(
                 return Err(pyo3::exceptions::PyTypeError::new_err(
                     "Store keyword arguments (options, cache_bytes...) apply when the store is \
                      given as a path or URL, not as a Store",
-                ));
+                )
+                .into());
             }
             s.clone()
         }
@@ -103,7 +104,8 @@ pub fn open<'py>(
                     return Err(PyFileExistsError::new_err(format!(
                         "something is already at {path:?} in {} (mode=\"w-\")",
                         engine.description()
-                    )));
+                    ))
+                    .into());
                 }
             }
             _ => {}
@@ -119,7 +121,7 @@ pub fn open<'py>(
         let names: Vec<String> = array_kwargs.keys().extract()?;
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "open() got unexpected keyword arguments {names:?} (array arguments apply with shape=..., when open creates an array)"
-        )));
+        )).into());
     }
     match found {
         Some(n) if n.kind == NodeKind::Array => Ok(Store::open_array(&store, path, None, false)?
@@ -132,12 +134,13 @@ pub fn open<'py>(
             "no array or group at {path:?} in {} (mode={:?} opens what exists)",
             engine.description(),
             mode.name()
-        ))),
+        ))
+        .into()),
         None if create_array => {
             if let Some(f) = zarr_format {
                 array_kwargs.set_item("zarr_format", f)?;
             }
-            store.call_method("create_array", (path,), Some(&array_kwargs))
+            Ok(store.call_method("create_array", (path,), Some(&array_kwargs))?)
         }
         None if mode == Mode::Append => Ok(Py::new(
             py,

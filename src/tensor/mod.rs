@@ -24,7 +24,7 @@ use zarrpipe_codecs::memory::{buffer, recycle};
 use zarrpipe_codecs::ElementType;
 
 use crate::dtype::{buffer_format, from_numpy_dtype, numpy_dtype};
-use crate::errors::to_pyerr;
+use crate::errors::BindResult;
 use bytes_view::BytesView;
 use dlpack::{Abi, Layout, CPU};
 use owned::OwnedTensor;
@@ -140,14 +140,14 @@ impl Tensor {
 }
 
 /// A fresh, uniquely owned copy of `bytes`, made without the GIL when it is large.
-pub fn fresh_copy(py: Python<'_>, bytes: &Bytes) -> PyResult<Vec<u8>> {
+pub fn fresh_copy(py: Python<'_>, bytes: &Bytes) -> BindResult<Vec<u8>> {
     let copy = || buffer::try_copy(bytes, "a DLPack copy");
     let result = if bytes.len() >= DETACH_COPY_BYTES {
         py.detach(copy)
     } else {
         copy()
     };
-    result.map_err(to_pyerr)
+    Ok(result?)
 }
 
 /// Exports a fresh copy of `bytes`: writable, and flagged `IS_COPIED` when versioned.
@@ -168,7 +168,7 @@ pub fn export_copy<'py>(
 impl Tensor {
     /// Copies any NumPy array (or array-like) into a fresh, uniquely held tensor.
     #[staticmethod]
-    fn from_numpy(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn from_numpy(py: Python<'_>, array: &Bound<'_, PyAny>) -> BindResult<Self> {
         let np = py.import("numpy")?;
         // `asarray(order="C")`, not `ascontiguousarray`, which turns 0-d arrays into 1-d.
         let kwargs = [("order", "C")].into_py_dict(py)?;
@@ -187,7 +187,7 @@ impl Tensor {
                 // keep their dtype (in native byte order).
                 let kind = descr.kind();
                 if !matches!(kind, b'M' | b'm' | b'U' | b'S' | b'V') || descr.has_object() {
-                    return Err(e);
+                    return Err(e.into());
                 }
                 let native = descr.call_method1("newbyteorder", ("=",))?;
                 if !native.eq(&descr)? {
@@ -197,7 +197,7 @@ impl Tensor {
                 let elem = if matches!(kind, b'M' | b'm') {
                     ElementType::Int64
                 } else {
-                    ElementType::raw(native.itemsize(), 1).map_err(to_pyerr)?
+                    ElementType::raw(native.itemsize(), 1)?
                 };
                 (elem, Some(native.unbind()))
             }
@@ -215,7 +215,7 @@ impl Tensor {
                 std::slice::from_raw_parts(raw, nbytes)
             }
         };
-        let bytes = buffer::try_copy(data, "Tensor.from_numpy").map_err(to_pyerr)?;
+        let bytes = buffer::try_copy(data, "Tensor.from_numpy")?;
         Ok(Self::with_descr(Bytes::from(bytes), shape, dtype, keep))
     }
 
