@@ -6,29 +6,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyEllipsis, PySlice, PyTuple};
 use zarrpipe_codecs::select::selection::AxisSelector;
 
+use super::items::slice_bound;
+
 /// Only the basic path parses here; callers send any other key to `numpy_pick` instead.
 const SUPPORTED: &str = "a basic selection is integers, slices and '...' (or a tuple of them)";
-
-/// An integer bound, saturated to i64 (slices clamp anyway; huge indices are out of range).
-fn bound(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    let index = obj.call_method0("__index__").map_err(|_| {
-        PyTypeError::new_err(format!(
-            "slice bounds must be integers or None, got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
-    })?;
-    Ok(Some(match index.extract::<i64>() {
-        Ok(v) => v,
-        Err(_) if index.gt(0)? => i64::MAX,
-        Err(_) => i64::MIN,
-    }))
-}
 
 fn one(item: &Bound<'_, PyAny>) -> PyResult<AxisSelector> {
     if item.is_instance_of::<PyEllipsis>() {
@@ -36,14 +17,14 @@ fn one(item: &Bound<'_, PyAny>) -> PyResult<AxisSelector> {
     }
     if let Ok(slice) = item.cast::<PySlice>() {
         return Ok(AxisSelector::Slice {
-            start: bound(&slice.getattr("start")?)?,
-            stop: bound(&slice.getattr("stop")?)?,
-            step: bound(&slice.getattr("step")?)?,
+            start: slice_bound(&slice.getattr("start")?)?,
+            stop: slice_bound(&slice.getattr("stop")?)?,
+            step: slice_bound(&slice.getattr("step")?)?,
         });
     }
     // Anything with `__index__` (int, numpy integers) but not bool, which NumPy treats as a mask.
     if !item.is_instance_of::<pyo3::types::PyBool>() && item.hasattr("__index__")? {
-        return Ok(AxisSelector::Index(bound(item)?.unwrap_or_default()));
+        return Ok(AxisSelector::Index(slice_bound(item)?.unwrap_or_default()));
     }
     let type_name = item
         .get_type()

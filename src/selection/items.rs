@@ -43,9 +43,10 @@ fn index_array(item: &Bound<'_, PyAny>) -> PyResult<KeyItem> {
     }
 }
 
-/// A slice bound as an `i64` (`None`: left out), saturated beyond it (slices clamp anyway);
-/// anything without `__index__` is Python's `TypeError`.
-fn slice_bound(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+/// A slice bound (or the basic path's integer) as an `i64` (`None`: left out), saturated
+/// beyond it (slices clamp anyway; huge indices are out of range); anything without
+/// `__index__` is Python's `TypeError`.
+pub(super) fn slice_bound(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     if obj.is_none() {
         return Ok(None);
     }
