@@ -40,16 +40,18 @@ impl PipelineArray {
         }
         let (ptr, layout) = numpy_layout(out, true)?;
         let strides: Vec<i64> = layout.strides.iter().map(|&s| s as i64).collect();
-        let offsets = requests
-            .out_offsets(&strides)
-            .into_iter()
-            .map(|list| {
-                list.into_iter()
-                    .map(|o| usize::try_from(layout.base as i64 + o))
-                    .collect::<Result<Vec<usize>, _>>()
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| PyValueError::new_err("an output position before the output"))?;
+        let base = layout.base as i64;
+        // One request's offsets at a time: 8 bytes per value, so not all of them at once.
+        let offsets = |i: usize| {
+            (requests.out_offsets(i, &strides).into_iter())
+                .map(|o| usize::try_from(base + o))
+                .collect::<Result<Vec<usize>, _>>()
+                .map_err(|_| {
+                    zarrpipe_codecs::Error::InvalidSelection(
+                        "an output position before the output".into(),
+                    )
+                })
+        };
         let picks = self.engine_picks(requests)?;
         // SAFETY: `out` is a writable array the caller holds for the whole read, which
         // Python does not touch while the engine runs detached; every write is
@@ -64,7 +66,7 @@ impl PipelineArray {
                 (Some(e), None) => Source::Supplied(e),
                 (None, None) => Source::Store,
             };
-            array.read_chunk_picks_into(&picks, source, &target, &offsets)
+            array.read_chunk_picks_into(&picks, source, &target, offsets)
         })
     }
 
@@ -99,7 +101,9 @@ impl PipelineArray {
         })?;
         let shape: Vec<u64> = out.getattr("shape")?.extract()?;
         let strides: Vec<i64> = c_strides(&shape, 1).iter().map(|&s| s as i64).collect();
-        let flat: Vec<i64> = requests.out_offsets(&strides).concat();
+        let flat: Vec<i64> = (0..requests.items.len())
+            .flat_map(|i| requests.out_offsets(i, &strides))
+            .collect();
         let values = crate::variable::to_numpy(py, &all, kind, &all.shape)?;
         // `out.flat[...] =`, not `numpy.put`, which (NumPy 2.4) leaves `StringDType`
         // strings stored outside the array's slots empty.

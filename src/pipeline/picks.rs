@@ -92,15 +92,14 @@ impl PickRequests {
             .collect()
     }
 
-    /// Per request, where its values go in an output of this shape and byte `strides`:
-    /// byte offsets from the output's element 0, in the order of the chunk pick's values.
-    pub(super) fn out_offsets(&self, strides: &[i64]) -> Vec<Vec<i64>> {
-        (self.items.iter())
-            .map(|r| match &r.other {
-                Some((pick, _)) => pick_offsets(pick, strides),
-                None => vec![0; r.dims.iter().product::<u64>() as usize],
-            })
-            .collect()
+    /// Where request `i`'s values go in an output of byte `strides`: byte offsets from the
+    /// output's element 0, in the order of the chunk pick's values.
+    pub(super) fn out_offsets(&self, i: usize, strides: &[i64]) -> Vec<i64> {
+        let r = &self.items[i];
+        match &r.other {
+            Some((pick, _)) => pick_offsets(pick, strides),
+            None => vec![0; r.dims.iter().product::<u64>() as usize],
+        }
     }
 }
 

@@ -117,26 +117,20 @@ impl Array {
     }
 
     /// [`Self::read_chunk_picks`] straight into a caller's output: pick `i`'s k-th value goes
-    /// to byte offset `offsets[i][k]` of `out` (zarr-python's output selection, resolved by
-    /// the caller). Values to the same place: the last stays. Returns whether each chunk
-    /// is stored.
+    /// to byte offset `offsets(i)[k]` of `out` (zarr-python's output selection, resolved by
+    /// the caller, one pick at a time so that only one pick's offsets are held). Values to
+    /// the same place: the last stays. Returns whether each chunk is stored.
     pub fn read_chunk_picks_into(
         &self,
         picks: &[(String, Vec<u64>, Pick)],
         source: Source<'_>,
         out: &OutPtr,
-        offsets: &[Vec<usize>],
+        offsets: impl Fn(usize) -> Result<Vec<usize>>,
     ) -> Result<Vec<bool>> {
         let elem = self.info.dtype.size();
-        if offsets.len() != picks.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} output placements for {} chunk selections",
-                offsets.len(),
-                picks.len()
-            )));
-        }
         let (values, present) = self.read_chunk_picks(picks, source)?;
-        for (vals, at) in values.iter().zip(offsets) {
+        for (i, vals) in values.iter().enumerate() {
+            let at = offsets(i)?;
             if vals.len() != at.len() * elem {
                 return Err(Error::InvalidArgument(format!(
                     "{} output positions for a chunk selection of {} elements",
@@ -144,7 +138,7 @@ impl Array {
                     vals.len() / elem.max(1)
                 )));
             }
-            scatter_values(vals, at, elem, out)?;
+            scatter_values(vals, &at, elem, out)?;
         }
         Ok(present)
     }

@@ -127,7 +127,7 @@ pub fn numpy_pick(shape: &[u64], key: Vec<KeyItem>) -> Result<(Vec<Factor>, Vec<
     dims.extend(bshape.iter().map(|&d| d as u64));
     dims.extend(after.iter().flat_map(|b| b.dims.iter().copied()));
     let mut factors: Vec<Factor> = before.into_iter().filter_map(|b| b.factor).collect();
-    let no_points = points.is_none();
+    let no_points = points.is_empty();
     factors.extend(points);
     factors.extend(after.into_iter().filter_map(|b| b.factor));
     if no_points && bshape.contains(&0) {
@@ -198,20 +198,30 @@ fn broadcast(shapes: &[&[usize]]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// The points of broadcast index arrays over `axes` (and the shapes of boolean scalars,
-/// which take part in the broadcast without selecting along an axis).
+/// The factors of broadcast index arrays over `axes` (and the shapes of boolean scalars,
+/// which take part in the broadcast without selecting along an axis): one factor of
+/// points, or one per axis for an open mesh.
 fn points(
     axes: Vec<usize>,
     arrays: &[Indices<u64>],
     scalar_shapes: &[Vec<usize>],
-) -> Result<(Option<Factor>, Vec<usize>)> {
+) -> Result<(Vec<Factor>, Vec<usize>)> {
     let shapes: Vec<&[usize]> = (arrays.iter())
         .map(|a| a.shape.as_slice())
         .chain(scalar_shapes.iter().map(Vec::as_slice))
         .collect();
     let bshape = broadcast(&shapes)?;
     if axes.is_empty() {
-        return Ok((None, bshape));
+        return Ok((Vec::new(), bshape));
+    }
+    if is_open_mesh(arrays, &bshape) {
+        let factors = (axes.iter().zip(arrays))
+            .map(|(&axis, a)| Factor::Points {
+                axes: vec![axis],
+                coords: a.values.clone(),
+            })
+            .collect();
+        return Ok((factors, bshape));
     }
     let n: usize = bshape.iter().product();
     let k = axes.len();
@@ -235,7 +245,20 @@ fn points(
             p += 1;
         });
     }
-    Ok((Some(Factor::Points { axes, coords }), bshape))
+    Ok((vec![Factor::Points { axes, coords }], bshape))
+}
+
+/// Index arrays in `numpy.ix_`'s form (zarr-python's orthogonal chunk selections): array
+/// `k` of `m` has `m` dimensions, all of length 1 but the k-th. Their broadcast selects
+/// every combination, in C order, so each is a factor of its own axis, and the pick
+/// holds the arrays' values, not one point per selected element.
+fn is_open_mesh(arrays: &[Indices<u64>], bshape: &[usize]) -> bool {
+    let m = arrays.len();
+    m > 1
+        && bshape.len() == m
+        && (arrays.iter().enumerate()).all(|(k, a)| {
+            a.ndim() == m && (a.shape.iter().enumerate()).all(|(d, &n)| d == k || n == 1)
+        })
 }
 
 #[cfg(test)]
@@ -307,6 +330,39 @@ mod tests {
         });
         let err = numpy_pick(&[2], vec![short]).unwrap_err().to_string();
         assert!(err.starts_with("boolean index did not match indexed array along axis 0"));
+    }
+
+    #[test]
+    fn an_open_mesh_is_one_factor_per_axis() {
+        use crate::select::pick::Pick;
+        use crate::select::positions::pick_offsets;
+        // chunk[np.ix_([3, 1], [0, 2, 2])] over (4, 3): the same elements, in the same
+        // order, as the broadcast points, held as two small factors.
+        let key = vec![ints(&[2, 1], &[3, 1]), ints(&[1, 3], &[0, 2, 2])];
+        let (factors, dims) = numpy_pick(&[4, 3], key).unwrap();
+        assert_eq!(dims, vec![2, 3]);
+        let per_axis = vec![
+            Factor::Points {
+                axes: vec![0],
+                coords: vec![3, 1],
+            },
+            Factor::Points {
+                axes: vec![1],
+                coords: vec![0, 2, 2],
+            },
+        ];
+        assert_eq!(factors, per_axis);
+        let points = Factor::Points {
+            axes: vec![0, 1],
+            coords: vec![3, 0, 3, 2, 3, 2, 1, 0, 1, 2, 1, 2],
+        };
+        let mesh = Pick::new(&[4, 3], factors).unwrap();
+        let full = Pick::new(&[4, 3], vec![points]).unwrap();
+        assert_eq!(pick_offsets(&mesh, &[3, 1]), pick_offsets(&full, &[3, 1]));
+        // Not a mesh (both arrays vary along one axis): broadcast points, as before.
+        let key = vec![ints(&[2, 1], &[3, 1]), ints(&[2, 1], &[0, 2])];
+        let (factors, _) = numpy_pick(&[4, 3], key).unwrap();
+        assert!(matches!(&factors[..], [Factor::Points { axes, .. }] if axes == &[0, 1]));
     }
 
     #[test]
