@@ -18,6 +18,7 @@ use zarrpipe_codecs::read::cache::ChunkCache;
 use zarrpipe_codecs::select::pick::{Factor, Pick};
 use zarrpipe_codecs::select::selection::{AxisSelector, Region};
 use zarrpipe_codecs::store::Store;
+use zarrpipe_codecs::write::pick::PickValues;
 use zarrpipe_codecs::write::{SrcPtr, Written};
 use zarrpipe_codecs::{ElementType, Error};
 
@@ -250,7 +251,7 @@ fn write_pick(array: &Array, factors: Vec<Factor>, values: &[u16]) -> zarrpipe_c
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
     // SAFETY: `bytes` outlives the write and is not modified during it.
     let src = unsafe { SrcPtr::new(bytes.as_ptr(), bytes.len()) };
-    array.write_pick(&pick, &src, false, None)
+    array.write_pick(&pick, PickValues::Fixed(&src), false, None)
 }
 
 #[test]

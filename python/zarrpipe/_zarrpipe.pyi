@@ -314,9 +314,8 @@ class Array:
     each kind also writes. Invalid selections raise NumPy's exceptions: `IndexError` for
     an index out of range, too many indices, a second `...`, an item that is no index (a
     float, a string) or index arrays that do not broadcast; `ValueError` for a slice step
-    of 0; `TypeError` for slice bounds that are not integers. Writes to a
-    variable-length array take integers and step-1 slices only (`UnsupportedError` for
-    the other kinds).
+    of 0; `TypeError` for slice bounds that are not integers. Strings and bytes take
+    every kind of selection, in reads and writes alike.
     """
 
     @property
@@ -547,8 +546,6 @@ class Array:
             IndexError: An index out of range, an item that is no index, or index arrays
                 that do not broadcast (see the class for every invalid selection).
             TypeError: Slice bounds that are not integers.
-            UnsupportedError: A selection other than integers and step-1 slices on a
-                variable-length array.
             DecodeError: A chunk the write must update does not decode.
             OSError: The store fails.
         """

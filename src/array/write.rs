@@ -4,6 +4,7 @@
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use zarrpipe_codecs::write::pick::PickValues;
 use zarrpipe_codecs::write::SrcPtr;
 
 use crate::errors::BindResult;
@@ -63,16 +64,22 @@ impl Array {
         // Every write path (`arr[...] =`, `oindex`/`vindex` writes) passes here, so a
         // variable-length array never reaches the fixed-size paths below.
         if let Some(kind) = self.array.info.variable {
-            let Request::Region(region) = request else {
-                return Err(zarrpipe_codecs::Error::Unsupported(
-                    "writes to variable-length arrays take integers and step-1 slices".into(),
-                )
-                .into());
+            // Strings and bytes, in C order of the selection's result.
+            return match request {
+                Request::Region(region) => {
+                    let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
+                    run(py, move || {
+                        array.write_variable(&region, &data, write_empty)
+                    })
+                }
+                Request::Pick(pick, shape) => {
+                    let data = variable::from_numpy(py, value, kind, &shape)?;
+                    run(py, move || {
+                        let values = PickValues::Variable(&data);
+                        array.write_pick(&pick, values, write_empty, cache.as_deref())
+                    })
+                }
             };
-            let data = variable::from_numpy(py, value, kind, &region.out_shape)?;
-            return run(py, move || {
-                array.write_variable(&region, &data, write_empty)
-            });
         }
         let region = match request {
             Request::Region(region) => region,
@@ -91,7 +98,8 @@ impl Array {
                 let src =
                     unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
                 run(py, move || {
-                    array.write_pick(&pick, &src, write_empty, cache.as_deref())
+                    let values = PickValues::Fixed(&src);
+                    array.write_pick(&pick, values, write_empty, cache.as_deref())
                 })?;
                 drop(value);
                 return Ok(());

@@ -225,7 +225,7 @@ impl PipelineArray {
         fresh: Vec<bool>,
         write_empty: bool,
         existing: Option<Vec<Option<PyBackedBytes>>>,
-    ) -> PyResult<WrittenList<'py>> {
+    ) -> BindResult<WrittenList<'py>> {
         self.write_picks_from(
             py,
             value,

@@ -12,7 +12,7 @@ use zarrpipe_codecs::layout::placement::c_strides;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::variable::VariableChunkPick;
 use zarrpipe_codecs::read::Source;
-use zarrpipe_codecs::write::points::PointWrite;
+use zarrpipe_codecs::write::pick::{ChunkPick, PickValues};
 use zarrpipe_codecs::write::{SrcPtr, Written};
 
 use super::fetched::{fetched_list, FetchedArg};
@@ -126,66 +126,73 @@ impl PipelineArray {
         fresh: &[bool],
         write_empty: bool,
         existing: Option<Vec<Option<PyBackedBytes>>>,
-    ) -> PyResult<WrittenList<'py>> {
+    ) -> BindResult<WrittenList<'py>> {
         if existing.is_none() && !self.reads_store() {
-            return Err(PyValueError::new_err(
-                "this array's old chunks must be passed as bytes",
-            ));
+            return Err(
+                PyValueError::new_err("this array's old chunks must be passed as bytes").into(),
+            );
         }
-        let indices = requests.value_indices(drop_axes)?;
-        let items: Vec<PointWrite> = (requests.items.iter().enumerate())
-            .map(|(i, r)| PointWrite {
+        let chunks: Vec<ChunkPick> = (requests.items.iter().enumerate())
+            .map(|(i, r)| ChunkPick {
                 key: r.key.clone(),
                 shape: r.shape.clone(),
-                positions: r.chunk_positions(),
+                pick: r.pick.clone(),
                 fresh: fresh.get(i).copied().unwrap_or(false),
             })
             .collect();
+        // Request i's values, one request at a time: 8 bytes per value, not all at once.
+        let sources = |i: usize| -> zarrpipe_codecs::Result<Vec<usize>> {
+            Ok((requests.value_index(i, drop_axes)?.into_iter())
+                .map(|v| v as usize)
+                .collect())
+        };
         let array = self.array.clone();
         let written = if let Some(kind) = self.array.info.variable {
             let n: u64 = value.getattr("size")?.extract()?;
             let flat = value.call_method0("ravel")?;
-            let all = crate::variable::from_numpy(py, &flat, kind, &[n])?;
-            let values = (all.select(indices.iter().flatten().map(|&i| i as usize)))
-                .map_err(|_| PyValueError::new_err("a value position outside the value"))?;
+            let values = crate::variable::from_numpy(py, &flat, kind, &[n])?;
             run(py, move || {
                 let supplied = bytes_list(&existing);
-                array.write_points_variable(&items, &values, supplied.as_deref(), write_empty)
-            })
+                let values = PickValues::Variable(&values);
+                array.write_chunk_picks(
+                    &chunks,
+                    values,
+                    sources,
+                    supplied.as_deref(),
+                    write_empty,
+                    None,
+                )
+            })?
         } else {
             let value = value.cast::<PyUntypedArray>()?;
-            let elem = self.array.info.dtype.size();
-            if value.dtype().itemsize() != elem {
-                return Err(PyValueError::new_err(
-                    "values must have the array's element size",
-                ));
+            if value.dtype().itemsize() != self.array.info.dtype.size() {
+                return Err(
+                    PyValueError::new_err("values must have the array's element size").into(),
+                );
             }
             if !value.is_c_contiguous() {
-                return Err(PyValueError::new_err("values must be C-contiguous"));
+                return Err(PyValueError::new_err("values must be C-contiguous").into());
             }
             let (ptr, layout) = numpy_layout(value, false)?;
-            // SAFETY: `value` is a C-contiguous array we hold (and nothing changes) until
-            // the gather below, which runs before this method returns.
-            let bytes = unsafe {
-                std::slice::from_raw_parts(ptr.add(layout.base), layout.len - layout.base)
-            };
-            let mut values = Vec::with_capacity(indices.iter().map(Vec::len).sum::<usize>() * elem);
-            for &i in indices.iter().flatten() {
-                let at = i as usize * elem;
-                let one = bytes
-                    .get(at..at + elem)
-                    .ok_or_else(|| PyValueError::new_err("a value position outside the value"))?;
-                values.extend_from_slice(one);
-            }
+            // SAFETY: `value` is a C-contiguous array zarr-python holds, unchanged, until
+            // this call returns; the write only reads it.
+            let src =
+                unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
             run(py, move || {
-                // SAFETY: `values` lives until the write returns and nothing else holds it.
-                let src = unsafe { SrcPtr::new(values.as_ptr(), values.len()) };
                 let supplied = bytes_list(&existing);
-                array.write_points(&items, &src, supplied.as_deref(), write_empty, None)
-            })
+                let values = PickValues::Fixed(&src);
+                array.write_chunk_picks(
+                    &chunks,
+                    values,
+                    sources,
+                    supplied.as_deref(),
+                    write_empty,
+                    None,
+                )
+            })?
         };
         crate::errors::warn_unconditional(py, self.array.store())?;
-        Ok(written?
+        Ok(written
             .into_iter()
             .map(|w| match w {
                 Written::Bytes(b) => Some(PyBytes::new(py, &b)),

@@ -16,7 +16,6 @@ use zarrpipe_codecs::select::positions::{
     broadcast_index, pick_offsets, same_but_ones, shape_text,
 };
 
-use crate::errors::BindResult;
 use crate::selection::chunk_pick;
 
 /// One chunk of a read or write by picks.
@@ -59,37 +58,36 @@ pub struct PickRequests {
 }
 
 impl PickRequests {
-    /// Per request, the element index in the C-contiguous other side (the value of a write)
-    /// of each of its chunk positions' values: the value's part `value[out_selection]`,
+    /// The element index in the C-contiguous other side (the value of a write) of each of
+    /// request `i`'s chunk positions' values: the value's part `value[out_selection]`,
     /// given the dropped axes back as length 1, broadcast to `chunk[sel]`'s shape, as
     /// zarr-python's pipeline assigns it.
-    pub(super) fn value_indices(&self, drop_axes: &[usize]) -> BindResult<Vec<Vec<u64>>> {
+    pub(super) fn value_index(
+        &self,
+        i: usize,
+        drop_axes: &[usize],
+    ) -> zarrpipe_codecs::Result<Vec<u64>> {
+        let r = &self.items[i];
+        let n: u64 = r.dims.iter().product();
+        let Some((pick, dims)) = &r.other else {
+            return Ok(vec![0; n as usize]);
+        };
         let strides: Vec<i64> = (c_strides(&self.other_shape, 1).iter())
             .map(|&s| s as i64)
             .collect();
-        self.items
-            .iter()
-            .map(|r| -> BindResult<Vec<u64>> {
-                let n: u64 = r.dims.iter().product();
-                let Some((pick, dims)) = &r.other else {
-                    return Ok(vec![0; n as usize]);
-                };
-                let offsets = pick_offsets(pick, &strides);
-                let mut piece = dims.clone();
-                for &a in drop_axes {
-                    if a > piece.len() {
-                        return Err(PyIndexError::new_err(format!(
-                            "dropped axis {a} of a {}-d value part",
-                            piece.len()
-                        ))
-                        .into());
-                    }
-                    piece.insert(a, 1);
-                }
-                let from = broadcast_index(&piece, &r.dims)?;
-                Ok(from.iter().map(|&i| offsets[i as usize] as u64).collect())
-            })
-            .collect()
+        let offsets = pick_offsets(pick, &strides);
+        let mut piece = dims.clone();
+        for &a in drop_axes {
+            if a > piece.len() {
+                return Err(zarrpipe_codecs::Error::InvalidArgument(format!(
+                    "dropped axis {a} of a {}-d value part",
+                    piece.len()
+                )));
+            }
+            piece.insert(a, 1);
+        }
+        let from = broadcast_index(&piece, &r.dims)?;
+        Ok(from.iter().map(|&i| offsets[i as usize] as u64).collect())
     }
 
     /// Where request `i`'s values go in an output of byte `strides`: byte offsets from the

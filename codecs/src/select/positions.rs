@@ -14,18 +14,37 @@ use crate::select::selection::Region;
 /// selects, in the C order of its output.
 #[must_use]
 pub fn pick_offsets(pick: &Pick, strides: &[i64]) -> Vec<i64> {
-    let per_factor: Vec<Vec<i64>> = pick
+    let total: usize = pick.factors().iter().map(|f| f.count() as usize).product();
+    let mut out = Vec::with_capacity(total);
+    let done: Result<()> = for_each_pick_offset(pick, strides, |o| {
+        out.push(o);
+        Ok(())
+    });
+    debug_assert!(done.is_ok());
+    out
+}
+
+/// Calls `f` with the offset of each element `pick` selects, in the C order of its output,
+/// without building the list: the outer factors' offsets are summed once per run of the
+/// innermost factor. Stops at the first error of `f`.
+pub fn for_each_pick_offset(
+    pick: &Pick,
+    strides: &[i64],
+    mut f: impl FnMut(i64) -> Result<()>,
+) -> Result<()> {
+    let mut per_factor: Vec<Vec<i64>> = pick
         .factors()
         .iter()
-        .map(|f| factor_offsets(f, strides))
+        .map(|fac| factor_offsets(fac, strides))
         .collect();
-    let total: usize = per_factor.iter().map(Vec::len).product();
-    let mut out = Vec::with_capacity(total);
+    let Some(inner) = per_factor.pop() else {
+        return f(0); // a 0-d pick: one element
+    };
     let ranges: Vec<Range<u64>> = per_factor.iter().map(|o| 0..o.len() as u64).collect();
-    for_each_index(&ranges, |k| {
-        out.push(k.iter().zip(&per_factor).map(|(&i, o)| o[i as usize]).sum());
-    });
-    out
+    crate::layout::index::try_for_each_index(&ranges, |k| {
+        let base: i64 = k.iter().zip(&per_factor).map(|(&i, o)| o[i as usize]).sum();
+        inner.iter().try_for_each(|&o| f(base + o))
+    })
 }
 
 /// One factor's offsets, in its own order.

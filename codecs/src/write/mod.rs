@@ -10,7 +10,6 @@
 mod chunk;
 mod fill;
 pub mod pick;
-pub mod points;
 mod variable;
 
 pub use fill::all_fill;
