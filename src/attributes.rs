@@ -172,7 +172,15 @@ pub(crate) fn to_object(value: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>
     }
 }
 
-/// A node's attributes: a mutable mapping whose changes are written at once.
+/// The user attributes of an array or a group, as zarr-python's `Attributes`.
+///
+/// Reads come from the metadata read when the node was opened (and this node's changes
+/// since). Every change (`attrs[k] = v`, `del attrs[k]`, `update`, `put`, `pop`, `clear`)
+/// is written at once, as one atomic read-modify-write of the node's metadata document
+/// (v3 `zarr.json`, v2 `.zattrs`), under the same protection as chunk writes: two writers
+/// changing different attributes both keep theirs. Values must be JSON: dicts with str
+/// keys, lists, str, int, float (not NaN or infinite), bool, None; NumPy values are stored
+/// as their Python values. Registered as a `collections.abc.MutableMapping`.
 #[pyclass(frozen, mapping, module = "zarrpipe", name = "Attributes")]
 pub struct Attributes {
     state: Arc<AttrState>,
@@ -221,10 +229,18 @@ impl Attributes {
         Ok(self.keys(py)?.into_any().try_iter()?.into_any())
     }
 
+    /// The attribute names.
+    ///
+    /// Returns:
+    ///     The names, in stored order.
     fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.state.snapshot().keys())
     }
 
+    /// The attribute values.
+    ///
+    /// Returns:
+    ///     The values, in stored order.
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let items: Vec<Bound<'py, PyAny>> = self
             .state
@@ -235,6 +251,10 @@ impl Attributes {
         PyList::new(py, items)
     }
 
+    /// The attributes as pairs.
+    ///
+    /// Returns:
+    ///     (name, value) pairs, in stored order.
     fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let items: Vec<(String, Bound<'py, PyAny>)> = self
             .state
@@ -245,6 +265,14 @@ impl Attributes {
         PyList::new(py, items)
     }
 
+    /// The value of `key`, or `default`.
+    ///
+    /// Args:
+    ///     key: The attribute's name.
+    ///     default: What a missing attribute gives.
+    ///
+    /// Returns:
+    ///     The value, or `default`.
     #[pyo3(signature = (key, default = None))]
     fn get<'py>(
         &self,
@@ -258,7 +286,11 @@ impl Attributes {
         }
     }
 
-    /// Sets every attribute given (a mapping and/or keywords), in one write.
+    /// Sets every attribute given, keeping the others, in one write.
+    ///
+    /// Args:
+    ///     other: A mapping of attributes.
+    ///     **kwargs: More attributes.
     #[pyo3(signature = (other = None, **kwargs))]
     fn update(
         &self,
@@ -277,7 +309,10 @@ impl Attributes {
         self.state.apply(py, Change::Update(map))
     }
 
-    /// Replaces all attributes with `d`, in one write (zarr-python's `put`).
+    /// Replaces all attributes with `d`, in one write.
+    ///
+    /// Args:
+    ///     d: The new attributes.
     fn put(&self, py: Python<'_>, d: &Bound<'_, PyAny>) -> PyResult<()> {
         let all = PyDict::new(py);
         all.call_method1("update", (d,))?;
@@ -285,12 +320,19 @@ impl Attributes {
         self.state.apply(py, Change::Replace(map))
     }
 
-    /// Removes every attribute.
+    /// Removes every attribute, in one write.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.state.apply(py, Change::Replace(Map::new()))
     }
 
-    /// Removes `key` and returns its value (or `default`, if given and `key` is missing).
+    /// Removes `key` (written at once) and returns its value.
+    ///
+    /// Args:
+    ///     key: The attribute's name.
+    ///     *default: What to return when `key` is missing (else KeyError).
+    ///
+    /// Returns:
+    ///     The removed value, or the default.
     #[pyo3(signature = (key, *default))]
     fn pop<'py>(
         &self,
@@ -310,6 +352,13 @@ impl Attributes {
     }
 
     /// The value of `key`, set to `default` (and written) first if it is missing.
+    ///
+    /// Args:
+    ///     key: The attribute's name.
+    ///     default: The value to set when missing.
+    ///
+    /// Returns:
+    ///     The value.
     #[pyo3(signature = (key, default = None))]
     fn setdefault<'py>(
         &self,
@@ -325,7 +374,10 @@ impl Attributes {
         Ok(default)
     }
 
-    /// A plain dict of the attributes.
+    /// The attributes as a plain dict.
+    ///
+    /// Returns:
+    ///     A new dict (changing it changes nothing stored).
     fn asdict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &Value::Object(self.state.snapshot().clone()))
     }

@@ -3,9 +3,9 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// What faulting in fresh output buffers has cost this process, per page size: 2 MiB steps,
-/// slow steps (memory the host had to fault in) and seconds, as
-/// `{"base": {...}, "huge": {...}, "switches": n}` (changes from one page size to the other).
+/// What faulting in fresh output buffers has cost this process, per page size ("base",
+/// "huge": dicts of 2 MiB steps, slow steps (memory the host had to fault in) and seconds),
+/// and "switches", how often the page size changed.
 #[pyfunction]
 pub fn _first_touch_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let s = zarrpipe_codecs::memory::first_touch::stats();

@@ -19,7 +19,14 @@ create_exception!(
     zarrpipe,
     ZarrpipeError,
     PyException,
-    "Base class of zarrpipe's own errors."
+    concat!(
+        "Base class of zarrpipe's own errors.\n",
+        "\n",
+        "zarrpipe raises Python's built-in exceptions where one fits (`FileNotFoundError`,\n",
+        "`IndexError`, `ValueError`, `TypeError`, `PermissionError`, `FileExistsError`,\n",
+        "`MemoryError`, `OSError`, `TimeoutError`, `BufferError`) and a subclass of this one\n",
+        "otherwise.",
+    )
 );
 create_exception!(
     zarrpipe,
@@ -38,17 +45,21 @@ create_exception!(
     zarrpipe,
     WriteConflictError,
     ZarrpipeError,
-    "A write of part of a chunk or shard that other writers kept changing under it: every \
-     conditional write to the object store failed, up to the retry limit. Nothing of this \
-     chunk was written; the others that were are whole."
+    concat!(
+        "A write of part of a chunk or shard that other writers kept changing under it: every\n",
+        "conditional write to the object store failed, up to the retry limit. Nothing of this\n",
+        "chunk was written; the others that were are whole.",
+    )
 );
 create_exception!(
     zarrpipe,
     UnconditionalWriteWarning,
     PyUserWarning,
-    "An object store that cannot write conditionally was written unconditionally (the store \
-     was opened with conditional_writes=\"warn\"): a concurrent writer of the same chunk or \
-     shard may have lost an update."
+    concat!(
+        "An object store that cannot write conditionally was written unconditionally (the\n",
+        "store was opened with conditional_writes=\"warn\"): a concurrent writer of the same chunk\n",
+        "or shard may have lost an update.",
+    )
 );
 
 /// Warns, once per call, when writes to `store` went unconditionally.
@@ -101,8 +112,11 @@ fn decode_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             py,
             "DecodeError",
             bases,
-            "A chunk's bytes do not decode to what the array's metadata promises (corrupt or \
-             truncated data). Also a ValueError.",
+            concat!(
+                "A chunk's bytes do not decode to what the array's metadata promises (corrupt or\n",
+                "truncated data). The message names the chunk's key. It is also a `ValueError`, as\n",
+                "numcodecs' and zarr-python's errors for bad data are.",
+            ),
         )
     })?;
     Ok(class.bind(py))
@@ -115,7 +129,10 @@ fn checksum_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             py,
             "ChecksumError",
             bases,
-            "A checksum does not match the data it guards.",
+            concat!(
+                "A checksum does not match the data it guards (crc32c of a chunk or a shard index,\n",
+                "numcodecs' adler32, fletcher32, crc32, crc32c or jenkins_lookup3).",
+            ),
         )
     })?;
     Ok(class.bind(py))

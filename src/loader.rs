@@ -19,7 +19,7 @@ use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
 use crate::tensor::Tensor;
 
-/// Decoded rows of one array: a C-order buffer whose `axis` holds the rows read.
+/// Decoded rows of one array, for `zarrpipe.loader.BatchLoader` (internal).
 #[pyclass(frozen, module = "zarrpipe", name = "_Rows")]
 pub struct Rows {
     /// `None` once handed to another read for reuse.
@@ -51,9 +51,8 @@ impl Rows {
 
 #[pymethods]
 impl Rows {
-    /// Reads the rows `ranges` (`(start, stop)` pairs along `axis`, stacked in order) of
-    /// `array`, every other axis whole; into the buffer of `reuse` (which is then spent)
-    /// when it is large enough and nobody else holds it.
+    /// Reads the rows `ranges` along `axis`, stacked in order, every other axis whole
+    /// (into the buffer of `reuse`, then spent, when it fits).
     #[staticmethod]
     #[pyo3(signature = (array, axis, ranges, reuse = None))]
     fn read(
@@ -84,14 +83,13 @@ impl Rows {
         self.shape[self.axis]
     }
 
-    /// The shape of the buffer (the rows along the read axis).
+    /// The shape of the buffer.
     #[getter]
     fn shape(&self) -> Vec<u64> {
         self.shape.clone()
     }
 
-    /// A fresh Tensor of the rows `(rows, indices)` pick from each part, in order (the parts
-    /// come from one array along one axis).
+    /// A fresh Tensor of the chosen rows of each part, in order.
     #[staticmethod]
     fn gather(py: Python<'_>, parts: Vec<(PyRef<'_, Rows>, Vec<u64>)>) -> PyResult<Tensor> {
         let owned = owned_parts(parts)?;
@@ -106,9 +104,8 @@ impl Rows {
         ))
     }
 
-    /// Like `gather`, into `out`: a writable, C-contiguous NumPy array of exactly the batch's
-    /// size (its dtype and shape are the caller's; a DataLoader worker's shared memory).
-    /// Returns the batch's shape.
+    /// The chosen rows of each part, in order, into `out` (writable, C-contiguous, of
+    /// exactly the batch's size); returns the batch's shape.
     #[staticmethod]
     fn gather_into(
         py: Python<'_>,

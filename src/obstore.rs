@@ -85,8 +85,7 @@ fn text(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(value.str()?.to_string())
 }
 
-/// The URL and options zarrpipe opens for an obstore store (zarr-python's `ObjectStore`
-/// wraps one): what `Store.from_obstore` and the codec pipeline use.
+/// The URL and object_store options zarrpipe opens for an obstore store object.
 #[pyfunction]
 pub fn _obstore_location(store: &Bound<'_, PyAny>) -> PyResult<(String, HashMap<String, String>)> {
     url_and_options(store)

@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
 use zarrpipe_codecs::read::cache::ChunkCache;
 
-use crate::async_call::AsyncCall;
 use crate::attributes::{AttrState, Attributes};
 use crate::dtype::{numpy_dtype, numpy_dtype_from_json};
 use crate::errors::BindResult;
-use crate::selection::{self, kind_request, request, Kind, Request};
+use crate::selection::{self, kind_request, Kind, Request};
 use crate::tensor::Tensor;
 use crate::variable;
 use zarrpipe_codecs::array::variable::Variable;
@@ -22,6 +21,33 @@ mod read;
 mod views;
 mod write;
 
+/// An open Zarr array (v2 or v3): its metadata, read once, and its reads and writes.
+///
+/// Get one from `Store.open_array` or `Store.create_array`. Indexing (`arr[...]`, `oindex`,
+/// `vindex`, `blocks`) returns what zarr-python's returns: a writable NumPy array that owns
+/// the read's fresh buffer (handed over without a copy), or a NumPy scalar where
+/// zarr-python gives one. `read`, `read_chunk(s)` and `Store.read` return fresh Tensors
+/// that the caller owns (the two DLPack doors). Writes encode in Rust with the GIL
+/// released. An Array pickles as its store and path (and the metadata it was opened with,
+/// when given): unpickling opens it again.
+///
+/// Arrays of variable-length strings and bytes (v3 `string` / `variable_length_bytes`, v2
+/// `|O` with `vlen-utf8` / `vlen-bytes`) cannot travel as Tensors: their reads return NumPy
+/// arrays of the dtype zarr-python returns (`StringDType()` for text, object holding
+/// `bytes` for byte strings), decoded in parallel in Rust.
+///
+/// A selection (`arr[...]`, `read`, `write`, `read_into`, `Store.read`) is anything NumPy
+/// indexes with, with NumPy's result: integers (each drops its axis), slices of any step,
+/// negative too (clamped like NumPy's), `...`, `None` (a new axis), integer arrays (any
+/// order, repeats) and boolean masks (advanced indexing, broadcast and placed as NumPy
+/// places it), or a tuple of them; `None` as the whole selection of `read`/`write`
+/// selects everything. `oindex`, `vindex` and `blocks` give zarr-python's orthogonal,
+/// coordinate and block selections. Each selection reads only the chunks it touches, and
+/// each kind also writes. Invalid selections raise NumPy's exceptions: `IndexError` for
+/// an index out of range, too many indices, a second `...`, an item that is no index (a
+/// float, a string) or index arrays that do not broadcast; `ValueError` for a slice step
+/// of 0; `TypeError` for slice bounds that are not integers. Strings and bytes take
+/// every kind of selection, in reads and writes alike.
 #[pyclass(frozen, module = "zarrpipe", name = "Array")]
 pub struct Array {
     array: Arc<EngineArray>,
@@ -122,20 +148,6 @@ fn sizes_tuple<'py>(py: Python<'py>, sizes: &[Vec<u64>]) -> PyResult<Bound<'py, 
     PyTuple::new(py, axes)
 }
 
-/// Whether `key` is only Python `int`s, one per axis: zarr-python reads such a key on its
-/// orthogonal path and hands back a 0-d array where its basic path gives a scalar.
-fn python_ints_only(key: &Bound<'_, PyAny>, ndim: usize) -> bool {
-    let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
-        Ok(t) => t.iter().collect(),
-        Err(_) => vec![key.clone()],
-    };
-    ndim > 0
-        && items.len() == ndim
-        && items
-            .iter()
-            .all(|i| i.is_instance_of::<pyo3::types::PyInt>())
-}
-
 #[pymethods]
 impl Array {
     /// The array's path in its store (`""` for an array at the root).
@@ -144,11 +156,15 @@ impl Array {
         self.array.info.path.trim_start_matches('/')
     }
 
+    /// The array's shape.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.array.info.shape)
     }
 
+    /// The element type, in native byte order (whatever order the store keeps; a
+    /// record keeps its fields' orders); `StringDType()` / object for variable-length
+    /// strings / bytes.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match self.array.info.variable {
@@ -157,23 +173,27 @@ impl Array {
         }
     }
 
+    /// The number of axes.
     #[getter]
     fn ndim(&self) -> usize {
         self.array.info.shape.len()
     }
 
+    /// The number of elements.
     #[getter]
     fn size(&self) -> u64 {
         self.array.info.shape.iter().product()
     }
 
+    /// The size of the whole array decoded, in bytes.
     #[getter]
     fn nbytes(&self) -> u64 {
         self.size() * self.array.info.dtype.size() as u64
     }
 
-    /// The read granularity: inner chunks of a sharded array, like zarr-python's `chunks`.
-    /// A rectilinear grid has no one chunk shape: NotImplementedError, as zarr-python.
+    /// The read granularity: the chunk shape, or the inner chunk shape of a sharded
+    /// array (zarr-python's `chunks`). Raises NotImplementedError for a rectilinear grid
+    /// (chunks of different sizes), as zarr-python does: see `read_chunk_sizes`.
     #[getter]
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         if self.array.read_grid().regular_shape().is_none() {
@@ -182,8 +202,8 @@ impl Array {
         PyTuple::new(py, &self.array.info.chunks)
     }
 
-    /// The shard shape of a sharded array, else None (NotImplementedError for
-    /// rectilinear shards, as zarr-python).
+    /// The shard shape of a sharded array, else None. Raises NotImplementedError for
+    /// shards of different sizes (a rectilinear grid): see `write_chunk_sizes`.
     #[getter]
     fn shards<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
@@ -197,29 +217,30 @@ impl Array {
             .transpose()
     }
 
-    /// The data sizes of the `chunks` grid's chunks along each axis, clipped to the
-    /// array's end (zarr-python's `read_chunk_sizes`; dask's `chunks`).
+    /// Per axis, the size of each chunk of the `chunks` grid (inner chunks of a sharded
+    /// array), clipped at the array's end: zarr-python's `read_chunk_sizes`, dask's
+    /// `chunks`. Defined for regular and rectilinear grids.
     #[getter]
     fn read_chunk_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         sizes_tuple(py, &self.array.read_grid().clipped_sizes())
     }
 
-    /// The data sizes of the stored chunks (shards) along each axis, clipped to the
-    /// array's end (zarr-python's `write_chunk_sizes`).
+    /// Per axis, the size of each stored chunk (shard), clipped at the array's end:
+    /// zarr-python's `write_chunk_sizes`.
     #[getter]
     fn write_chunk_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         sizes_tuple(py, &self.array.grid().clipped_sizes())
     }
 
-    /// Number of chunks along each axis.
+    /// Number of chunks (of `chunks`) along each axis.
     #[getter]
     fn chunk_grid_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.array.chunk_grid_shape())
     }
 
-    /// The fill value: a NumPy scalar of the array's dtype (str or bytes for variable-length
-    /// data), or None for a v2 array whose metadata says `"fill_value": null`, as
-    /// zarr-python gives (its missing chunks still read as zeros).
+    /// The fill value (what unwritten chunks read as), as a NumPy scalar; None for a v2
+    /// array whose metadata says `"fill_value": null` (as zarr-python gives; its missing
+    /// chunks read as zeros).
     #[getter]
     fn fill_value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if self.array.info.zarr_format == 2
@@ -243,12 +264,14 @@ impl Array {
         np.call_method1("frombuffer", (raw, dtype))?.get_item(0)
     }
 
+    /// The Zarr format version of the stored metadata.
     #[getter]
     fn zarr_format(&self) -> u8 {
         self.array.info.zarr_format
     }
 
-    /// The array's attributes: a mutable mapping whose changes are written at once.
+    /// The array's user attributes: a mutable mapping; every change is written at once
+    /// (see `Attributes`).
     #[getter]
     fn attrs(&self) -> Attributes {
         let state = self.attrs.get_or_init(|| {
@@ -263,6 +286,7 @@ impl Array {
         Attributes::new(state.clone())
     }
 
+    /// The Zarr v3 dimension names, or None when the metadata has none.
     #[getter]
     fn dimension_names<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         self.array
@@ -273,22 +297,22 @@ impl Array {
             .transpose()
     }
 
-    /// The metadata document (v3 `zarr.json` or v2 `.zarray`), as a dict.
+    /// The metadata document (v3 `zarr.json`, or v2 `.zarray`) as a dict.
     #[getter]
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?
             .call_method1("loads", (self.array.metadata_json().to_string(),))
     }
 
-    /// How many chunks the array has (inner chunks, for a sharded array), as
+    /// How many chunks the array has (inner chunks of a sharded array), as
     /// zarr-python's `nchunks`.
     #[getter]
     fn nchunks(&self) -> u64 {
         self.array.chunk_grid_shape().iter().product()
     }
 
-    /// How many chunks are stored, as zarr-python's `nchunks_initialized` counts them: every
-    /// chunk of a stored shard counts. Lists the array's keys.
+    /// How many chunks are stored, as zarr-python counts them (every chunk of a stored
+    /// shard counts). Lists the array's keys.
     #[getter]
     fn nchunks_initialized(&self, py: Python<'_>) -> BindResult<u64> {
         if self.array.info.shards.is_some() && self.array.grid().regular_shape().is_none() {
@@ -313,22 +337,26 @@ impl Array {
         self.array.stored_chunk_count()
     }
 
-    /// How many of them are stored (the others read as the fill value). Lists the array's
-    /// keys.
+    /// How many of them are stored; the others read as the fill value. Lists the
+    /// array's keys.
     #[getter]
     fn nshards_initialized(&self, py: Python<'_>) -> PyResult<u64> {
         let array = self.array.clone();
         Ok(crate::runtime::run(py, move || array.stored())?.0)
     }
 
-    /// Bytes stored under the array's path: chunks and metadata. Lists the array's keys.
+    /// Bytes stored under the array's path, chunks and metadata. Lists the array's
+    /// keys.
+    ///
+    /// Returns:
+    ///     The number of bytes, as zarr-python's `nbytes_stored()`.
     fn nbytes_stored(&self, py: Python<'_>) -> PyResult<u64> {
         let array = self.array.clone();
         Ok(crate::runtime::run(py, move || array.stored())?.2)
     }
 
-    /// Why zarrs' codecs decode this array's chunks instead of zarrpipe's own (None if
-    /// zarrpipe's).
+    /// Why the `zarrs` crate's codecs decode this array's chunks instead of zarrpipe's
+    /// own (None when zarrpipe's own decoder does).
     #[getter]
     fn fallback_reason(&self) -> Option<&str> {
         self.array.fallback_reason()
@@ -388,152 +416,40 @@ impl Array {
         )
     }
 
-    /// `arr[key]`: a writable NumPy array of the selection (the fresh read's buffer, handed
-    /// over without a copy), or a NumPy scalar where zarr-python gives one.
-    fn __getitem__<'py>(
-        &self,
-        py: Python<'py>,
-        selection: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(&self.array.info.shape, Some(selection))?;
-        let scalar = !python_ints_only(selection, self.array.info.shape.len());
-        self.read_numpy(py, request, scalar)
-    }
-
-    /// Orthogonal selections: `arr.oindex[idx, :, ::2]`.
+    /// Orthogonal selections: per axis an integer, a slice, a 1-d integer array (any
+    /// order, repeats) or a 1-d boolean mask; `arr.oindex[[3, 1], :, ::2]`. Reads and
+    /// writes (`arr.oindex[[3, 1], :] = v`).
     #[getter]
     fn oindex(slf: &Bound<'_, Self>) -> views::OIndex {
         views::OIndex::new(slf)
     }
 
-    /// Coordinate and mask selections: `arr.vindex[rows, cols]`, `arr.vindex[mask]`.
+    /// Coordinate selections: integer arrays broadcast together, or one boolean mask of
+    /// the array's shape; `arr.vindex[rows, cols]`, `arr.vindex[mask]`. Reads and writes;
+    /// a position selected twice keeps the last value, as in NumPy.
     #[getter]
     fn vindex(slf: &Bound<'_, Self>) -> views::VIndex {
         views::VIndex::new(slf)
     }
 
-    /// Block selections over the stored chunk grid (shards): `arr.blocks[0, 1:3]`.
+    /// Block selections over the stored chunk grid (the shards of a sharded array):
+    /// integers and step-1 slices of blocks; `arr.blocks[0, 1:3]`. Reads and writes.
     #[getter]
     fn blocks(slf: &Bound<'_, Self>) -> views::BlockIndex {
         views::BlockIndex::new(slf)
     }
 
-    /// Reads `key` selected as `kind` (`"numpy"`, `"orthogonal"`, `"block"`) into a fresh
-    /// Tensor (for strings and bytes, a NumPy array of objects): the engine adapter's door.
-    fn _read_as(&self, py: Python<'_>, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let request = self.kind_request(kind, key)?;
-        self.read_any(py, request)
-    }
-
-    /// Reads `key` selected as `kind` into `out` (see `read_into`).
-    fn _read_into_as(
-        &self,
-        py: Python<'_>,
-        kind: &str,
-        key: &Bound<'_, PyAny>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let request = self.kind_request(kind, key)?;
-        self.read_request_into(py, request, out)
-    }
-
-    /// Writes `value` to `key` selected as `kind`.
-    fn _write_as(
-        &self,
-        py: Python<'_>,
-        kind: &str,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> BindResult<()> {
-        let request = self.kind_request(kind, key)?;
-        self.write_request(py, request, value)
-    }
-
-    fn __setitem__(
-        &self,
-        py: Python<'_>,
-        selection: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> BindResult<()> {
-        self.write_selection(py, Some(selection), value)
-    }
-
-    /// Reads a selection (default: everything) into a fresh Tensor.
-    #[pyo3(signature = (selection = None))]
-    fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-        self.read_selection(py, selection)
-    }
-
-    /// Decodes a selection straight into `out`: a writable NumPy array (any strides), or
-    /// anything with the buffer protocol or a CPU `__dlpack__` (a torch tensor), of the
-    /// selection's shape and the array's dtype.
-    #[pyo3(signature = (selection, out))]
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        selection: Option<&Bound<'_, PyAny>>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        self.read_selection_into(py, selection, out)
-    }
-
-    /// Writes `value` into a selection (None: everything), broadcasting like NumPy.
-    #[pyo3(signature = (selection, value))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        selection: Option<&Bound<'_, PyAny>>,
-        value: &Bound<'_, PyAny>,
-    ) -> BindResult<()> {
-        self.write_selection(py, selection, value)
-    }
-
-    /// `await arr.read_async(selection)`: `read` on asyncio's default executor (the event
-    /// loop runs on); cancelling the awaiting task stops the read at its next chunk.
-    #[pyo3(signature = (selection = None))]
-    fn read_async(
-        slf: &Bound<'_, Self>,
-        selection: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<AsyncCall> {
-        let py = slf.py();
-        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        Ok(AsyncCall::new(
-            slf.getattr("read")?,
-            PyTuple::new(py, [selection])?,
-        ))
-    }
-
-    /// `await arr.write_async(selection, value)`: `write` on asyncio's default executor;
-    /// cancelling the awaiting task stops the write before its next chunk (every chunk it
-    /// stored is whole).
-    #[pyo3(signature = (selection, value))]
-    fn write_async(
-        slf: &Bound<'_, Self>,
-        selection: Option<&Bound<'_, PyAny>>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<AsyncCall> {
-        let py = slf.py();
-        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        Ok(AsyncCall::new(
-            slf.getattr("write")?,
-            PyTuple::new(py, [selection, value.clone()])?,
-        ))
-    }
-
-    /// Reads one chunk of the `chunks` grid (trimmed at the array's edge).
-    fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let list = PyList::new(py, [index])?;
-        let mut tensors = self.read_chunk_list(py, list.as_any())?;
-        Ok(tensors.remove(0))
-    }
-
-    /// Reads several chunks in parallel, one Tensor each.
-    fn read_chunks(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
-        self.read_chunk_list(py, indices)
-    }
-
-    /// The store key of the object holding chunk `index` of the `chunks` grid (its shard,
-    /// for a sharded array).
+    /// The store key of the object holding a chunk.
+    ///
+    /// Args:
+    ///     index: The chunk's position in the `chunks` grid.
+    ///
+    /// Returns:
+    ///     The key (e.g. `"temperature/c/0/1"`), relative to the store root: the shard's
+    ///     key for a sharded array.
+    ///
+    /// Raises:
+    ///     IndexError: The index is outside `chunk_grid_shape`.
     fn chunk_key(&self, index: &Bound<'_, PyAny>) -> BindResult<String> {
         Ok(self
             .array

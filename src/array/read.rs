@@ -3,7 +3,9 @@
 
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::async_call::AsyncCall;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::ChunkData;
 use zarrpipe_codecs::select::pick::Pick;
@@ -273,4 +275,166 @@ fn writable_view<'py>(
         ));
     }
     Ok(view)
+}
+
+// The Python methods that read.
+#[pymethods]
+impl Array {
+    /// `arr[key]`: a writable NumPy array of the selection (the fresh read's buffer, handed
+    /// over without a copy), or a NumPy scalar where zarr-python gives one.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        selection: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(&self.array.info.shape, Some(selection))?;
+        let scalar = !python_ints_only(selection, self.array.info.shape.len());
+        self.read_numpy(py, request, scalar)
+    }
+
+    /// Reads `key` selected as `kind` (`"numpy"`, `"orthogonal"`, `"block"`) into a fresh
+    /// Tensor (for strings and bytes, a NumPy array of objects): the engine adapter's door.
+    fn _read_as(&self, py: Python<'_>, kind: &str, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let request = self.kind_request(kind, key)?;
+        self.read_any(py, request)
+    }
+
+    /// Reads `key` selected as `kind` into `out` (see `read_into`).
+    fn _read_into_as(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        key: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let request = self.kind_request(kind, key)?;
+        self.read_request_into(py, request, out)
+    }
+
+    /// Reads a selection into a fresh Tensor (a NumPy array of `str` / `bytes` for a
+    /// variable-length array; see the class).
+    ///
+    /// The chunks it touches are fetched and decoded in parallel, each straight into one
+    /// output buffer allocated for this call; missing chunks read as the fill value.
+    ///
+    /// Args:
+    ///     selection: As for `arr[...]`; None (the default) reads everything.
+    ///
+    /// Returns:
+    ///     A Tensor that nobody else holds (so `into_dlpack()` succeeds on it), even
+    ///     when a chunk cache supplied the chunks.
+    ///
+    /// Raises:
+    ///     IndexError: An index out of range, too many indices, an item that is no index,
+    ///         index arrays that do not broadcast (see the class).
+    ///     ValueError: A slice step of 0.
+    ///     TypeError: Slice bounds that are not integers.
+    ///     DecodeError: A chunk does not decode (ChecksumError for a crc32c mismatch).
+    ///     MemoryError: The output cannot be allocated.
+    ///     OSError: An object store fails (TimeoutError when it does not answer).
+    #[pyo3(signature = (selection = None))]
+    fn read(&self, py: Python<'_>, selection: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        self.read_selection(py, selection)
+    }
+
+    /// Decodes a selection straight into a buffer you own.
+    ///
+    /// Reading into one buffer again and again allocates nothing.
+    ///
+    /// Args:
+    ///     selection: As for `read`; None reads everything.
+    ///     out: A writable NumPy array of the selection's shape and the array's dtype
+    ///         (any strides), a CPU tensor with `__dlpack__` (torch), or a writable
+    ///         buffer (buffer protocol) of exactly the selection's size in bytes.
+    ///
+    /// Raises:
+    ///     ValueError: `out` has the wrong shape or size, or is read-only.
+    ///     TypeError: `out` has the wrong dtype, or is neither an array nor a buffer.
+    ///     IndexError: See `read`, which raises the same exceptions for the selection and
+    ///         the data.
+    #[pyo3(signature = (selection, out))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.read_selection_into(py, selection, out)
+    }
+
+    /// `read` on asyncio's default executor: awaiting it never blocks the event loop.
+    /// Nothing starts until it is awaited; cancelling the awaiting task stops the read at
+    /// its next chunk (the executor's thread is free again within a chunk's time).
+    ///
+    /// Args:
+    ///     selection: As for `read`.
+    ///
+    /// Returns:
+    ///     What `read` returns.
+    ///
+    /// Raises:
+    ///     IndexError: See `read`, which raises the same exceptions.
+    #[pyo3(signature = (selection = None))]
+    fn read_async(
+        slf: &Bound<'_, Self>,
+        selection: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<AsyncCall> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        Ok(AsyncCall::new(
+            slf.getattr("read")?,
+            PyTuple::new(py, [selection])?,
+        ))
+    }
+
+    /// Reads one chunk of the `chunks` grid (an inner chunk, for a sharded array).
+    ///
+    /// Args:
+    ///     index: The chunk's position in the grid, one integer per axis (an integer alone
+    ///         for a 1-D array).
+    ///
+    /// Returns:
+    ///     A Tensor of the chunk's shape, trimmed at the array's edge. A chunk the cache
+    ///     holds comes back sharing the cache's memory.
+    ///
+    /// Raises:
+    ///     IndexError: The index is outside `chunk_grid_shape`.
+    ///     DecodeError: The chunk does not decode.
+    ///     OSError: An object store fails.
+    fn read_chunk(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let list = PyList::new(py, [index])?;
+        let mut tensors = self.read_chunk_list(py, list.as_any())?;
+        Ok(tensors.remove(0))
+    }
+
+    /// Reads several chunks, decoded in parallel (NumPy arrays for a variable-length
+    /// array).
+    ///
+    /// Args:
+    ///     indices: Chunk positions in the grid, as for `read_chunk`.
+    ///
+    /// Returns:
+    ///     One Tensor per index, in order.
+    ///
+    /// Raises:
+    ///     IndexError: An index is outside `chunk_grid_shape`.
+    ///     DecodeError: A chunk does not decode.
+    ///     OSError: An object store fails.
+    fn read_chunks(&self, py: Python<'_>, indices: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
+        self.read_chunk_list(py, indices)
+    }
+}
+
+/// Whether `key` is only Python `int`s, one per axis: zarr-python reads such a key on its
+/// orthogonal path and hands back a 0-d array where its basic path gives a scalar.
+fn python_ints_only(key: &Bound<'_, PyAny>, ndim: usize) -> bool {
+    let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
+        Ok(t) => t.iter().collect(),
+        Err(_) => vec![key.clone()],
+    };
+    ndim > 0
+        && items.len() == ndim
+        && items
+            .iter()
+            .all(|i| i.is_instance_of::<pyo3::types::PyInt>())
 }

@@ -7,6 +7,7 @@ use pyo3::types::PyTuple;
 use zarrpipe_codecs::write::pick::PickValues;
 use zarrpipe_codecs::write::SrcPtr;
 
+use crate::async_call::AsyncCall;
 use crate::errors::BindResult;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
@@ -132,5 +133,92 @@ impl Array {
         })?;
         drop(value);
         Ok(())
+    }
+}
+
+// The Python methods that write.
+#[pymethods]
+impl Array {
+    /// Writes `value` to `key` selected as `kind`.
+    fn _write_as(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> BindResult<()> {
+        let request = self.kind_request(kind, key)?;
+        self.write_request(py, request, value)
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        selection: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> BindResult<()> {
+        self.write_selection(py, Some(selection), value)
+    }
+
+    /// Writes values into a selection.
+    ///
+    /// Chunks the write covers are encoded from the new values alone; others are read,
+    /// updated and re-encoded as one step no other writer of that chunk (or shard)
+    /// interleaves with (see `Store`), in parallel, each stored as soon as it is encoded.
+    /// Local chunk files are replaced atomically (by rename), object-store values with one
+    /// PUT each (conditional for a value updated in part: on a conflict the update starts
+    /// over from the value that won); chunks left all fill value are deleted unless
+    /// `write_empty_chunks` (on object stores a chunk updated in part is stored instead,
+    /// as no conditional delete exists). The store's chunk cache
+    /// forgets the chunks written. A position selected twice (an index array with
+    /// repeats) keeps the last value, as in NumPy.
+    ///
+    /// Args:
+    ///     selection: As for `read`: any kind NumPy's basic and advanced indexing takes;
+    ///         None writes everything.
+    ///     value: A scalar or an array, broadcast like NumPy to the selection's shape and
+    ///         converted to the array's dtype (as NumPy's `astype` does).
+    ///
+    /// Raises:
+    ///     PermissionError: The store is read-only.
+    ///     ValueError: `value` does not broadcast to the selection, or does not convert;
+    ///         a slice step of 0.
+    ///     IndexError: An index out of range, an item that is no index, or index arrays
+    ///         that do not broadcast (see the class for every invalid selection).
+    ///     TypeError: Slice bounds that are not integers.
+    ///     DecodeError: A chunk the write must update does not decode.
+    ///     OSError: The store fails.
+    #[pyo3(signature = (selection, value))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> BindResult<()> {
+        self.write_selection(py, selection, value)
+    }
+
+    /// `write` on asyncio's default executor: awaiting it never blocks the event loop.
+    /// Cancelling the awaiting task stops the write before its next chunk: the chunks it
+    /// stored are whole, the others keep their old values.
+    ///
+    /// Args:
+    ///     selection: As for `write`.
+    ///     value: As for `write`.
+    ///
+    /// Raises:
+    ///     PermissionError: See `write`, which raises the same exceptions.
+    #[pyo3(signature = (selection, value))]
+    fn write_async(
+        slf: &Bound<'_, Self>,
+        selection: Option<&Bound<'_, PyAny>>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<AsyncCall> {
+        let py = slf.py();
+        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
+        Ok(AsyncCall::new(
+            slf.getattr("write")?,
+            PyTuple::new(py, [selection, value.clone()])?,
+        ))
     }
 }

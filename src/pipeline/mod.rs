@@ -41,6 +41,7 @@ enum Chunks {
     Supplied,
 }
 
+/// The Rust half of `zarrpipe.CodecPipeline` (internal): one engine array.
 #[pyclass(frozen, module = "zarrpipe._zarrpipe", name = "_PipelineArray")]
 pub struct PipelineArray {
     array: Arc<EngineArray>,
@@ -186,16 +187,14 @@ impl PipelineArray {
         })
     }
 
-    /// Whether the elements are variable-length (strings, bytes): such arrays are read by
-    /// `read_variable` and written by `write_picks`, whatever the selection.
+    /// Whether the elements are variable-length strings or bytes.
     #[getter]
     fn variable(&self) -> bool {
         self.array.info.variable.is_some()
     }
 
-    /// Reads each of `requests`' picks of a variable-length array into `out` (a NumPy array
-    /// of its element dtype) at its output selection, from whole stored chunks (`encoded`,
-    /// one per request; None: missing, all fill value), decoded in parallel.
+    /// Reads each request's pick of a variable-length array into `out` at its output
+    /// selection, from whole stored chunks (None: missing), decoded in parallel.
     fn read_variable(
         &self,
         py: Python<'_>,
@@ -206,14 +205,9 @@ impl PipelineArray {
         self.read_variable_into(py, out, &requests, encoded)
     }
 
-    /// Writes `value` (C-contiguous, of the array's type, the shape zarr-python passes) at
-    /// `requests`' chunk picks (`_PickRequests.from_batch(batch, value.shape or None,
-    /// False)`): each chunk takes the values at its output selection, `drop_axes` put back
-    /// as length 1 and broadcast as NumPy broadcasts. `fresh[i]`: chunk i's old value is not
-    /// read (its other cells become the fill value). Old chunks come from `existing` (bytes
-    /// or None per request) or from the store (each read, updated and stored as one step no
-    /// other writer of it interleaves with); returns per request the encoded bytes (None:
-    /// delete) when `existing` is given, else None each.
+    /// Writes `value` at each request's chunk pick, the values at its output selection
+    /// broadcast as NumPy broadcasts; returns the encoded chunks when `existing` is given
+    /// (None: delete), else stores them, each read, updated and stored as one step.
     #[pyo3(signature = (value, requests, drop_axes, fresh, write_empty, existing = None))]
     #[allow(clippy::too_many_arguments)]
     fn write_picks<'py>(
@@ -237,10 +231,8 @@ impl PipelineArray {
         )
     }
 
-    /// Reads `requests` (`_PickRequests.from_batch(batch, out.shape, True)`: selections of
-    /// any kind, read as NumPy reads them) into `out`: each chunk's box of wanted elements
-    /// is decoded once and its values gathered to their places in `out`. Returns whether
-    /// each chunk is stored; `encoded` as for `read`, `fetched` as for `read_fetched`.
+    /// Reads each request's pick into `out` at its output selection; per chunk whether
+    /// it was present.
     #[pyo3(signature = (out, requests, encoded = None, fetched = None))]
     fn read_picks(
         &self,
@@ -264,9 +256,7 @@ impl PipelineArray {
         matches!(self.chunks, Chunks::Store)
     }
 
-    /// Decodes the chunks of `requests` into `out`, from `encoded` (bytes or None per
-    /// request) or, when this array reads its store, from the store. Returns per request
-    /// whether the chunk was present.
+    /// Decodes the requested chunks into `out`; returns per chunk whether it was present.
     #[pyo3(signature = (out, requests, encoded = None))]
     fn read(
         &self,
@@ -290,11 +280,9 @@ impl PipelineArray {
         })
     }
 
-    /// For a read of `requests` into `out` whose bytes the caller fetches: per request, the
-    /// length of its shard's index when the request needs only some of the shard's inner
-    /// chunks (fetch the index, then `inner_ranges`), or None (fetch the whole value); and
-    /// whether indexes sit at the shards' end. None when this array's shards cannot be read
-    /// in part (no sharding, or codecs around the shard).
+    /// Per request, its shard's index length when it needs only some inner chunks (None:
+    /// fetch the value whole), and whether indexes sit at the end; None when shards cannot
+    /// be read in part.
     fn partial_shard_indexes(
         &self,
         out: &Bound<'_, PyUntypedArray>,
@@ -305,8 +293,7 @@ impl PipelineArray {
         Ok(self.array.partial_shard_indexes(&placements)?)
     }
 
-    /// The byte ranges `(start, end)` of each request's shard to fetch, from the shard's
-    /// encoded index (None: the shard is missing); the index is checked.
+    /// Per request, the `(start, end)` byte ranges of its shard to fetch, from the index.
     fn inner_ranges(
         &self,
         out: &Bound<'_, PyUntypedArray>,
@@ -320,8 +307,7 @@ impl PipelineArray {
         self.ranges_of(&wanted, &indexes)
     }
 
-    /// `read` from what the caller fetched per request: None (nothing stored), the whole
-    /// stored bytes, or a shard's `(index, [(offset, bytes), ...])` as `inner_ranges` said.
+    /// `read` from what was fetched: None, the whole value, or a shard's (index, pieces).
     fn read_fetched(
         &self,
         py: Python<'_>,
@@ -361,11 +347,8 @@ impl PipelineArray {
         self.ranges_of(&wanted, &indexes)
     }
 
-    /// Encodes the chunks of `requests` (key, chunk part, value part) from `value`. Old
-    /// chunks (for the parts a write does not cover) come from `existing` (bytes or None
-    /// per request) or from the store. Stored by the engine when it reads the store
-    /// (returns None per chunk), else returned: bytes, or None to delete the chunk (all
-    /// fill value, `write_empty` false). `fresh[i]`: chunk i's old value is not read.
+    /// Encodes the chunks a write touches; None marks a chunk to delete (or one the
+    /// engine stored itself).
     #[pyo3(signature = (value, requests, write_empty, fresh, existing = None))]
     fn write<'py>(
         &self,

@@ -150,11 +150,9 @@ fn pick_request(
 
 #[pymethods]
 impl PickRequests {
-    /// zarr-python's batch (`(getter, spec, chunk_selection, out_selection, is_complete)`
-    /// per chunk), each selection read as NumPy reads it: the chunk side over the stored
-    /// chunk's shape, the other over `other_shape` (the output of a read, or the value of
-    /// a write; `None` for a 0-d value). `reading`: the two sides must hold the same
-    /// elements. Raises IndexError or TypeError for a selection NumPy would refuse.
+    /// zarr-python's batch, each selection read as NumPy reads it: the chunk side over
+    /// the stored chunk, the other over `other_shape` (a read's output, a write's value;
+    /// None for a 0-d value). Raises IndexError or TypeError for what NumPy refuses.
     #[staticmethod]
     #[pyo3(signature = (batch, other_shape, reading))]
     fn from_batch(

@@ -19,6 +19,13 @@ use crate::attributes::{to_object, AttrState, Attributes};
 use crate::errors::BindResult;
 use crate::runtime::run;
 
+/// A Zarr group (v2 or v3), with zarr-python's `Group` names.
+///
+/// Get one from `Store.open_group`, `Store.create_group` or `zarrpipe.open`. Members are
+/// opened on access: `group["a/b"]` is an `Array` or a `Group`. A group opened with
+/// consolidated metadata lists the members that metadata lists (as zarr-python does),
+/// without listing the store; once it creates a member, it lists the store. A Group
+/// pickles as its store and path.
 #[pyclass(frozen, module = "zarrpipe", name = "Group")]
 pub struct Group {
     store: Py<Store>,
@@ -237,40 +244,43 @@ impl Group {
 
 #[pymethods]
 impl Group {
-    /// The group's path in its store (`""` for the root group).
+    /// The group's path in its store (`""` for the root).
     #[getter]
     fn path(&self) -> &str {
         self.node.trim_matches('/')
     }
 
-    /// The group's name: `"/"` and its path.
+    /// `"/"` followed by the path.
     #[getter]
     fn name(&self) -> String {
         format!("/{}", self.path())
     }
 
-    /// The last component of the path (`""` for the root).
+    /// The last component of the path.
     #[getter]
     fn basename(&self) -> &str {
         self.path().rsplit('/').next().unwrap_or("")
     }
 
+    /// The store the group is in.
     #[getter]
     fn store(&self, py: Python<'_>) -> Py<Store> {
         self.store.clone_ref(py)
     }
 
+    /// The group's Zarr format.
     #[getter]
     fn zarr_format(&self) -> u8 {
         self.zarr_format
     }
 
+    /// Whether its store refuses writes.
     #[getter]
     fn read_only(&self, py: Python<'_>) -> bool {
         self.store.bind(py).get().engine().is_read_only()
     }
 
-    /// The group's attributes: a mutable mapping whose changes are written at once.
+    /// The group's user attributes (see `Attributes`).
     #[getter]
     fn attrs(&self) -> Attributes {
         Attributes::new(self.attrs.clone())
@@ -282,7 +292,14 @@ impl Group {
             .ok_or_else(|| PyKeyError::new_err(key.to_owned()))
     }
 
-    /// The member at `key`, or `default` when there is none.
+    /// A member, or `default`.
+    ///
+    /// Args:
+    ///     key: A member's name or path.
+    ///     default: What a missing member gives.
+    ///
+    /// Returns:
+    ///     The member, or `default`.
     #[pyo3(signature = (key, default = None))]
     fn get(&self, py: Python<'_>, key: &str, default: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         Ok(self
@@ -309,13 +326,23 @@ impl Group {
         Ok(self.children(py)?.len())
     }
 
-    /// The names of the direct members, sorted.
+    /// The names of the direct members.
+    ///
+    /// Returns:
+    ///     The names, sorted.
     fn keys(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         Ok(self.children(py)?.into_iter().map(|(n, _)| n).collect())
     }
 
-    /// (name, member) of every member to `max_depth` levels below the direct ones (None:
-    /// the whole sub-hierarchy, by path relative to this group).
+    /// The members, opened.
+    ///
+    /// Args:
+    ///     max_depth: How many levels below the direct members to include (0: the direct
+    ///         members only; None: the whole sub-hierarchy).
+    ///
+    /// Returns:
+    ///     (name, member) pairs, deeper members named by their path relative to this
+    ///     group.
     #[pyo3(signature = (max_depth = Some(0)), text_signature = "($self, max_depth=0)")]
     fn members(
         &self,
@@ -327,17 +354,26 @@ impl Group {
         Ok(out)
     }
 
-    /// (name, Array) of the direct member arrays.
+    /// The direct member arrays.
+    ///
+    /// Returns:
+    ///     (name, Array) pairs, sorted by name.
     fn arrays(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyAny>)>> {
         self.of_kind(py, NodeKind::Array)
     }
 
-    /// (name, Group) of the direct member groups.
+    /// The direct member groups.
+    ///
+    /// Returns:
+    ///     (name, Group) pairs, sorted by name.
     fn groups(&self, py: Python<'_>) -> PyResult<Vec<(String, Py<PyAny>)>> {
         self.of_kind(py, NodeKind::Group)
     }
 
     /// The names of the direct member arrays.
+    ///
+    /// Returns:
+    ///     The names, sorted.
     fn array_keys(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         Ok(self
             .children(py)?
@@ -348,6 +384,9 @@ impl Group {
     }
 
     /// The names of the direct member groups.
+    ///
+    /// Returns:
+    ///     The names, sorted.
     fn group_keys(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         Ok(self
             .children(py)?
@@ -357,8 +396,15 @@ impl Group {
             .collect())
     }
 
-    /// Creates an array in this group (`Store.create_array`'s arguments; the group's Zarr
-    /// format unless `zarr_format` is given).
+    /// Creates an array in this group.
+    ///
+    /// Args:
+    ///     name: Its name (or a path below this group).
+    ///     **kwargs: `Store.create_array`'s arguments; the group's Zarr format unless
+    ///         `zarr_format` is given.
+    ///
+    /// Returns:
+    ///     The new array.
     #[pyo3(signature = (name, **kwargs))]
     fn create_array<'py>(
         &self,
@@ -381,7 +427,15 @@ impl Group {
     }
 
     /// Creates a group in this group (an existing one is kept, its attributes replaced
-    /// when `attributes` is given) and returns it.
+    /// when `attributes` is given).
+    ///
+    /// Args:
+    ///     name: Its name (or a path below this group).
+    ///     attributes: Its user attributes.
+    ///     zarr_format: Its format; this group's by default.
+    ///
+    /// Returns:
+    ///     The group.
     #[pyo3(signature = (name, attributes = None, *, zarr_format = None))]
     fn create_group(
         &self,
@@ -402,7 +456,16 @@ impl Group {
         Ok(group)
     }
 
-    /// The member group `name`, created if there is none.
+    /// The member group `name`, created if missing.
+    ///
+    /// Args:
+    ///     name: Its name (or a path below this group).
+    ///
+    /// Returns:
+    ///     The group.
+    ///
+    /// Raises:
+    ///     TypeError: An array is there.
     fn require_group(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         match self.open_member(py, name)? {
             Some(m) if m.bind(py).is_instance_of::<Self>() => Ok(m),
@@ -413,8 +476,13 @@ impl Group {
         }
     }
 
-    /// The hierarchy below this group as text, one member per line with arrays' shapes and
-    /// dtypes (`level`: how many levels, None for all).
+    /// The hierarchy below this group as text, one member per line.
+    ///
+    /// Args:
+    ///     level: How many levels to show (None: all).
+    ///
+    /// Returns:
+    ///     The tree: groups by name, arrays with their shape and dtype.
     #[pyo3(signature = (level = None))]
     fn tree(&self, py: Python<'_>, level: Option<usize>) -> PyResult<String> {
         let mut lines = vec![if self.path().is_empty() {

@@ -2,10 +2,10 @@
 //! `zarrpipe.Group` (`group`) and `zarrpipe.open` (`open`). Where a location is and what each
 //! of zarr-python's modes does are the engine's (`store/open_mode.rs`).
 
+mod data;
 pub mod group;
+mod nodes;
 pub mod open;
-
-use group::Group;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,7 +14,6 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use zarrpipe_codecs::array::Array as EngineArray;
-use zarrpipe_codecs::hierarchy::listing as hierarchy;
 use zarrpipe_codecs::read::cache::ChunkCache;
 use zarrpipe_codecs::store::open_mode::Mode;
 use zarrpipe_codecs::store::remote::RemoteSettings;
@@ -25,6 +24,15 @@ use crate::errors::BindResult;
 
 use crate::runtime::run;
 
+/// A Zarr store (v2 or v3): a local directory or an object store.
+///
+/// A Store opens arrays (`open_array`, `create_array`), reads and writes them by path
+/// (`read`, `write`, ...), and holds the optional decoded-chunk cache its arrays share.
+///
+/// A Store pickles as the arguments it was opened with (a local path made absolute;
+/// `options`, and so any credentials given there, included): unpickling opens the same
+/// location again, with an empty cache. That is how stores reach DataLoader workers,
+/// forked or spawned.
 #[pyclass(frozen, module = "zarrpipe", name = "Store")]
 pub struct Store {
     store: Arc<EngineStore>,
@@ -286,8 +294,22 @@ impl Store {
         Self::open_array(slf, path, metadata, write_empty_chunks)
     }
 
-    /// A store over the same location as an `obstore` store object (S3Store, GCSStore,
-    /// AzureStore, HTTPStore, LocalStore), with its configuration.
+    /// A Store over the location an `obstore` store object points at.
+    ///
+    /// obstore and zarrpipe each link their own object_store crate, so the configuration is
+    /// shared, not the connection.
+    ///
+    /// Args:
+    ///     store: An obstore `S3Store`, `GCSStore`, `AzureStore`, `HTTPStore` or
+    ///         `LocalStore`; its bucket, prefix, config and client options are used.
+    ///     **kwargs: Other `Store` arguments (`mode`, `cache_bytes`, `timeout`, ...).
+    ///
+    /// Returns:
+    ///     A Store over the same location.
+    ///
+    /// Raises:
+    ///     TypeError: Another kind of obstore store.
+    ///     ValueError: The store's config has no bucket (container).
     #[staticmethod]
     #[pyo3(signature = (store, **kwargs))]
     fn from_obstore<'py>(
@@ -304,7 +326,11 @@ impl Store {
         cls.call((url,), Some(&kwargs))
     }
 
-    /// Requests made so far, for object stores: gets, heads, lists and bytes received.
+    /// What the store has asked its object store for so far.
+    ///
+    /// Returns:
+    ///     For object stores, counts of `gets`, `puts`, `deletes`, `heads` and `lists`,
+    ///     and the `bytes` received; empty for local stores.
     fn request_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         if let Some(r) = self.store.remote() {
@@ -319,159 +345,20 @@ impl Store {
         Ok(d)
     }
 
-    /// `await store.read_async(path, selection)`: `read` on asyncio's default executor, so
-    /// the event loop keeps running while the data is fetched and decoded; cancelling the
-    /// awaiting task stops the read at its next chunk.
-    #[pyo3(signature = (path, selection = None))]
-    fn read_async(
-        slf: &Bound<'_, Self>,
-        path: &str,
-        selection: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<crate::async_call::AsyncCall> {
-        let py = slf.py();
-        let selection = selection.map_or_else(|| py.None().into_bound(py), Clone::clone);
-        let args = PyTuple::new(
-            py,
-            [pyo3::types::PyString::new(py, path).into_any(), selection],
-        )?;
-        Ok(crate::async_call::AsyncCall::new(
-            slf.getattr("read")?,
-            args,
-        ))
-    }
-
     fn __repr__(&self) -> String {
         format!("<zarrpipe.Store {:?}>", self.store.description())
     }
 
-    /// Opens the array at `path` (`""` is an array at the store root), reading its metadata,
-    /// or taking it from `metadata` (the JSON of zarr.json / .zarray, as str or dict).
-    #[pyo3(signature = (path = "", *, metadata = None, write_empty_chunks = false))]
-    pub(crate) fn open_array(
-        slf: &Bound<'_, Self>,
-        path: &str,
-        metadata: Option<&Bound<'_, PyAny>>,
-        write_empty_chunks: bool,
-    ) -> PyResult<Array> {
-        let py = slf.py();
-        let this = slf.get();
-        let json = match metadata {
-            None => None,
-            Some(m) if m.is_instance_of::<pyo3::types::PyString>() => Some(m.extract::<String>()?),
-            Some(m) => Some(
-                py.import("json")?
-                    .call_method1("dumps", (m,))?
-                    .extract::<String>()?,
-            ),
-        };
-        Ok(Array::new(
-            this.reader_with(py, path, true, json.clone())?,
-            this.cache.clone(),
-            write_empty_chunks,
-            Some((slf.clone().into_any().unbind(), json)),
-        ))
-    }
-
-    /// Whether writes are refused (`mode="r"`, or a store that cannot take writes).
+    /// Whether writes are refused (`mode="r"`, and http(s):// stores by default).
     #[getter]
     fn read_only(&self) -> bool {
         self.store.is_read_only()
     }
 
-    /// Whether local writes are forced to disk before they count as done (`durable=True`).
+    /// Whether local writes are forced to disk before they count as done.
     #[getter]
     fn durable(&self) -> bool {
         self.store.is_durable()
-    }
-
-    /// Creates an array at `path` and returns it, writing the metadata zarr-python writes
-    /// for the same arguments. `chunks` are the read chunks (inner chunks when `shards` is
-    /// given); `compressors` and `filters` are v3 codec dicts
-    /// (`{"name": "zstd", "configuration": {"level": 3}}`), numcodecs configs
-    /// (`{"id": "zstd", "level": 3}`) or zarr-python / numcodecs codec objects, `"auto"`
-    /// being zarr-python's default (zstd level 0) and None none. An existing array or
-    /// group at `path` is FileExistsError unless `overwrite`.
-    #[pyo3(signature = (path, *, shape, dtype, chunks = None, shards = None, compressors = CodecsArg::Auto, filters = CodecsArg::Auto, fill_value = None, attributes = None, dimension_names = None, zarr_format = 3, write_empty_chunks = false, overwrite = false))]
-    #[pyo3(
-        text_signature = "($self, path, *, shape, dtype, chunks=None, shards=None, compressors='auto', filters='auto', fill_value=None, attributes=None, dimension_names=None, zarr_format=3, write_empty_chunks=False, overwrite=False)"
-    )]
-    #[allow(clippy::too_many_arguments)]
-    fn create_array<'py>(
-        slf: &Bound<'py, Self>,
-        path: &str,
-        shape: &Bound<'py, PyAny>,
-        dtype: &Bound<'py, PyAny>,
-        chunks: Option<&Bound<'py, PyAny>>,
-        shards: Option<&Bound<'py, PyAny>>,
-        compressors: CodecsArg<'py>,
-        filters: CodecsArg<'py>,
-        fill_value: Option<&Bound<'_, PyAny>>,
-        attributes: Option<&Bound<'_, PyAny>>,
-        dimension_names: Option<&Bound<'_, PyAny>>,
-        zarr_format: u8,
-        write_empty_chunks: bool,
-        overwrite: bool,
-    ) -> BindResult<Array> {
-        let py = slf.py();
-        let this = slf.get();
-        let compressors = compressors.or_auto(py);
-        let filters = filters.or_auto(py);
-        let spec_json = crate::create::array_spec_json(&crate::create::Args {
-            shape,
-            dtype,
-            chunks,
-            shards,
-            compressors: &compressors,
-            filters: &filters,
-            fill_value,
-            attributes,
-            dimension_names,
-            zarr_format,
-        })?;
-        let spec = zarrpipe_codecs::array::create::ArraySpec::from_json(&spec_json)?;
-        let store = this.store.clone();
-        let owned_path = path.to_owned();
-        let array = run(py, move || {
-            zarrpipe_codecs::array::create::create_array(&store, &owned_path, &spec, overwrite)
-        })?;
-        Ok(Array::new(
-            this.remember(array),
-            this.cache.clone(),
-            write_empty_chunks,
-            Some((slf.clone().into_any().unbind(), None)),
-        ))
-    }
-
-    /// Creates a group at `path` (and any missing parent groups) and returns it; an
-    /// existing group is kept, its attributes replaced when `attributes` is given.
-    #[pyo3(signature = (path = "", attributes = None, *, zarr_format = 3))]
-    pub(crate) fn create_group(
-        slf: &Bound<'_, Self>,
-        path: &str,
-        attributes: Option<&Bound<'_, PyAny>>,
-        zarr_format: u8,
-    ) -> BindResult<Group> {
-        group::create(slf, path, attributes, zarr_format)
-    }
-
-    /// Opens the group at `path` (`""`: the root group). `use_consolidated`: None reads
-    /// its consolidated metadata when it has some (as zarr-python does), True requires
-    /// it, False ignores it (members are then listed from the store).
-    #[pyo3(signature = (path = "", *, use_consolidated = None))]
-    pub(crate) fn open_group(
-        slf: &Bound<'_, Self>,
-        path: &str,
-        use_consolidated: Option<bool>,
-    ) -> BindResult<Group> {
-        group::open(slf, path, use_consolidated)
-    }
-
-    /// Writes the consolidated metadata of the group at `path` (every array and group
-    /// below it, as `zarr.consolidate_metadata` writes it) and returns the group, opened
-    /// with it.
-    #[pyo3(signature = (path = ""))]
-    fn consolidate(slf: &Bound<'_, Self>, path: &str) -> BindResult<Group> {
-        group::consolidate(slf, path)
     }
 
     /// The mode the store was opened with.
@@ -480,61 +367,11 @@ impl Store {
         self.reopen.mode.name()
     }
 
-    /// Writes `value` into a selection of the array at `path`, broadcasting like NumPy.
-    #[pyo3(signature = (path, selection, value))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        path: &str,
-        selection: Option<&Bound<'_, PyAny>>,
-        value: &Bound<'_, PyAny>,
-    ) -> BindResult<()> {
-        self.array(py, path, false)?
-            .write_selection(py, selection, value)
-    }
-
-    /// Decodes a selection of the array at `path` straight into `out` (see `Array.read_into`).
-    #[pyo3(signature = (path, selection, out))]
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        path: &str,
-        selection: Option<&Bound<'_, PyAny>>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        self.array(py, path, false)?
-            .read_selection_into(py, selection, out)
-    }
-
-    /// Reads a selection of the array at `path` into a fresh Tensor.
-    #[pyo3(signature = (path, selection = None))]
-    fn read(
-        &self,
-        py: Python<'_>,
-        path: &str,
-        selection: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        self.array(py, path, false)?.read_selection(py, selection)
-    }
-
-    /// Reads whole chunks of the array at `path`, one Tensor each, decoded in parallel.
-    fn read_chunks(
-        &self,
-        py: Python<'_>,
-        path: &str,
-        indices: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Py<PyAny>>> {
-        self.array(py, path, false)?.read_chunk_list(py, indices)
-    }
-
-    /// Every array and group in the store: a list of (path, "array" | "group").
-    fn list(&self, py: Python<'_>) -> PyResult<Vec<(String, &'static str)>> {
-        let store = self.store.clone();
-        let nodes = run(py, move || hierarchy::list(&store))?;
-        Ok(nodes.into_iter().map(|(p, k)| (p, k.name())).collect())
-    }
-
-    /// Chunk cache counters: hits, misses, entries, bytes, capacity (all 0 without a cache).
+    /// The chunk cache's counters.
+    ///
+    /// Returns:
+    ///     `hits`, `misses`, `entries`, `bytes` (held now) and `capacity` (`cache_bytes`);
+    ///     all 0 without a cache.
     fn cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.cache.as_ref().map(|c| c.stats()).unwrap_or_default();
         let d = PyDict::new(py);
@@ -546,7 +383,7 @@ impl Store {
         Ok(d)
     }
 
-    /// Empties the chunk cache (for data that changed on disk).
+    /// Empties the chunk cache (Tensors it served keep their memory).
     fn clear_cache(&self) {
         if let Some(c) = &self.cache {
             c.clear();
@@ -554,14 +391,25 @@ impl Store {
     }
 }
 
-/// Sets how many threads decode (the default is the number of CPUs, or
-/// the `ZARRPIPE_NUM_THREADS` environment variable).
+/// Sets how many threads decode and encode (one pool per process).
+///
+/// The default is the CPU count, or `ZARRPIPE_NUM_THREADS` when set. A process forked after
+/// reading builds a fresh pool.
+///
+/// Args:
+///     n: The number of threads, at least 1.
+///
+/// Raises:
+///     ValueError: `n` is 0.
 #[pyfunction]
 pub fn set_num_threads(n: usize) -> BindResult<()> {
     Ok(zarrpipe_codecs::process::pool::set_num_threads(n)?)
 }
 
-/// How many threads decode.
+/// How many threads decode and encode.
+///
+/// Returns:
+///     The size of the pool.
 #[pyfunction]
 pub fn get_num_threads() -> usize {
     zarrpipe_codecs::process::pool::num_threads()

@@ -26,15 +26,30 @@ const STORE_ARGS: &[&str] = &[
     "conditional_writes",
 ];
 
-/// Opens the array or group at `path` of `store` (a `Store`, a local path or an object
-/// store URL), as `zarr.open` does: an `Array` or a `Group`. `mode`: "r" and "r+" (it must
-/// exist), "a" (a missing path gives a group created by its first write), "w" (deletes what
-/// is at `path`, then creates), "w-" (FileExistsError if anything is there). With "w", "w-"
-/// or a missing path in "a", `shape` and `dtype` (and `Store.create_array`'s other
-/// arguments) create an array, else a group in Zarr format `zarr_format` (default 3) is
-/// created ("w", "w-") or returned unstored ("a"). `use_consolidated` as in
-/// `Store.open_group`. `Store`'s keyword arguments (`options`, `cache_bytes`...) open the
-/// store when it is given as a location.
+/// Opens the array or group at `path`, as `zarr.open` does.
+///
+/// Opening never creates anything on disk or in a bucket in modes "r", "r+" and "a".
+///
+/// Args:
+///     store: A `Store`, a local path or an object store URL.
+///     mode: `"r"` and `"r+"`: what is at `path` must exist (read-only / read-write);
+///         `"a"`: a missing path gives an empty `Group` that its first write (an attribute,
+///         a member) creates; `"w"`: deletes what is at `path`, then creates; `"w-"`:
+///         FileExistsError if anything is at `path`, then creates.
+///     path: The node's path in the store (`""`: the root).
+///     zarr_format: The format of what is created (default 3).
+///     use_consolidated: As in `Store.open_group`.
+///     **kwargs: `Store`'s keyword arguments (`options`, `cache_bytes`, `timeout`, ...)
+///         when `store` is a location; `shape`, `dtype` and `Store.create_array`'s other
+///         arguments to create an array where `"w"`, `"w-"` or `"a"` create.
+///
+/// Returns:
+///     An `Array` or a `Group`.
+///
+/// Raises:
+///     FileNotFoundError: Nothing at `path` with `mode="r"` or `"r+"`.
+///     FileExistsError: Something at `path` with `mode="w-"`.
+///     TypeError: Array arguments without `shape`.
 #[pyfunction]
 #[pyo3(signature = (store, *, mode = "a", path = "", zarr_format = None, use_consolidated = None, **kwargs))]
 pub fn open<'py>(

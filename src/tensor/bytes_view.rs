@@ -8,6 +8,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+/// Holds the bytes behind `Tensor.buffer()` and `Tensor.to_numpy()` (internal).
 #[pyclass(frozen, module = "zarrpipe._zarrpipe", name = "_BytesView")]
 pub struct BytesView {
     bytes: Bytes,

@@ -7,6 +7,7 @@
 
 pub mod bytes_view;
 pub mod dlpack;
+mod doors;
 pub mod numpy_out;
 pub mod owned;
 
@@ -23,11 +24,10 @@ use pyo3::types::{IntoPyDict, PyTuple};
 use zarrpipe_codecs::memory::{buffer, recycle};
 use zarrpipe_codecs::ElementType;
 
-use crate::dtype::{buffer_format, from_numpy_dtype, numpy_dtype};
+use crate::dtype::{from_numpy_dtype, numpy_dtype};
 use crate::errors::BindResult;
 use bytes_view::BytesView;
-use dlpack::{Abi, Layout, CPU};
-use owned::OwnedTensor;
+use dlpack::{Abi, Layout};
 
 pub const CONSUMED: &str = "Tensor already consumed";
 const SHARED: &str = "Tensor buffer is shared; cannot move out for a writable export. \
@@ -36,6 +36,20 @@ const SHARED: &str = "Tensor buffer is shared; cannot move out for a writable ex
 /// Copies above this size run with the GIL released.
 const DETACH_COPY_BYTES: usize = 1 << 20;
 
+/// Decoded data: a shape, a dtype and one buffer.
+///
+/// Reads return Tensors. The read-only faces — `buffer()`, `to_numpy()`, `__array__`
+/// (`np.asarray(t)`), the buffer protocol (`memoryview(t)`: typed, N-d, read-only) and
+/// `__dlpack__` — share the buffer without copying, as often as asked; each view keeps the
+/// memory alive. `into_dlpack()` moves a buffer that nobody else holds out for a writable,
+/// zero-copy export; the tensor is then consumed (a tombstone: `shape`, `dtype`, `nbytes`
+/// and `repr` still work, the data faces raise `BufferError`).
+///
+/// Fixed-size types DLPack has no type code for — `datetime64`, `timedelta64`, fixed-length
+/// strings (`<U7`) and bytes (`|S7`, `|V8`), structured records, ml_dtypes' small floats —
+/// refuse `__dlpack__`, `into_dlpack()` and the buffer protocol with `BufferError`;
+/// `to_numpy()`, `np.asarray(t)` (through `__array__`) and `buffer()` give their data with
+/// the right dtype.
 #[pyclass(frozen, module = "zarrpipe", name = "Tensor")]
 pub struct Tensor {
     shape: Vec<usize>,
@@ -166,7 +180,18 @@ pub fn export_copy<'py>(
 
 #[pymethods]
 impl Tensor {
-    /// Copies any NumPy array (or array-like) into a fresh, uniquely held tensor.
+    /// Copies an array into a fresh Tensor.
+    ///
+    /// Args:
+    ///     array: Anything `numpy.asarray` accepts, of a fixed-size dtype (numbers, bool,
+    ///         bfloat16, datetime64/timedelta64, fixed-length strings and bytes, records).
+    ///         It is made C-contiguous and native-endian.
+    ///
+    /// Returns:
+    ///     A Tensor that owns its copy (so `into_dlpack()` succeeds on it).
+    ///
+    /// Raises:
+    ///     TypeError: The dtype is not one zarrpipe holds (object arrays).
     #[staticmethod]
     fn from_numpy(py: Python<'_>, array: &Bound<'_, PyAny>) -> BindResult<Self> {
         let np = py.import("numpy")?;
@@ -219,21 +244,25 @@ impl Tensor {
         Ok(Self::with_descr(Bytes::from(bytes), shape, dtype, keep))
     }
 
+    /// The shape, one length per axis (still available after `into_dlpack()`).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.shape)
     }
 
+    /// The element type, in native byte order (a record keeps its fields' orders).
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
         self.descr(py)
     }
 
+    /// The number of axes.
     #[getter]
     fn ndim(&self) -> usize {
         self.shape.len()
     }
 
+    /// The size of the buffer in bytes.
     #[getter(nbytes)]
     fn py_nbytes(&self) -> usize {
         self.nbytes()
@@ -271,14 +300,28 @@ impl Tensor {
             .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of unsized object"))
     }
 
-    /// A read-only memoryview of the raw bytes (1-D, format 'B'), zero-copy.
+    /// The raw bytes, zero-copy.
+    ///
+    /// Returns:
+    ///     A read-only, 1-D memoryview of format `'B'` over the tensor's memory; it keeps
+    ///     the memory alive.
+    ///
+    /// Raises:
+    ///     BufferError: The tensor was consumed by `into_dlpack()`.
     fn buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let view = Bound::new(py, BytesView::new(self.shared()?))?;
         // SAFETY: `view` is a live object that implements the buffer protocol.
         unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMemoryView_FromObject(view.as_ptr())) }
     }
 
-    /// A read-only NumPy array over the tensor's memory, zero-copy.
+    /// A NumPy array over the tensor's memory, zero-copy.
+    ///
+    /// Returns:
+    ///     A read-only array of the tensor's shape and dtype; it keeps the memory alive
+    ///     (and so makes `into_dlpack()` refuse while it lives).
+    ///
+    /// Raises:
+    ///     BufferError: The tensor was consumed by `into_dlpack()`.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let owner = Bound::new(py, BytesView::new(self.shared()?))?;
         let data = owner.get().as_ptr().cast_mut();
@@ -287,7 +330,19 @@ impl Tensor {
         unsafe { self.array_over(py, data, owner.into_any(), false) }
     }
 
-    /// NumPy 2 `__array__`: read-only and zero-copy unless a copy or a new dtype is asked for.
+    /// NumPy's `__array__` protocol (`np.asarray(t)`, `np.array(t)`).
+    ///
+    /// Args:
+    ///     dtype: A dtype to convert to; a different one from the tensor's makes a copy.
+    ///     copy: `True` for a writable copy; `None` or `False` for the read-only zero-copy
+    ///         view (`False` with a different `dtype` is an error, as in NumPy).
+    ///
+    /// Returns:
+    ///     A read-only view of the tensor's memory, or a writable copy.
+    ///
+    /// Raises:
+    ///     BufferError: The tensor was consumed by `into_dlpack()`.
+    ///     ValueError: `copy=False` with a `dtype` that needs a conversion.
     #[pyo3(signature = (dtype = None, copy = None))]
     fn __array__<'py>(
         &self,
@@ -312,136 +367,6 @@ impl Tensor {
             (Some(true), None) => view.call_method0("copy"),
             (_, Some(t)) if converts => view.call_method1("astype", (t,)),
             _ => Ok(view),
-        }
-    }
-
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err(
-                "Tensor buffers are read-only; use into_dlpack() or __dlpack__(copy=True) to write",
-            ));
-        }
-        let this = slf.get();
-        if let Some(d) = &this.descr {
-            // No PEP 3118 format says "datetime64" (or UTF-32, or a record as zarr-python
-            // types it): refusing makes numpy.asarray use __array__, which keeps the dtype.
-            return Err(PyBufferError::new_err(format!(
-                "dtype {} has no buffer-protocol format; use to_numpy(), numpy.asarray(tensor) or buffer()",
-                d.bind(slf.py())
-            )));
-        }
-        let format = buffer_format(this.dtype)?;
-        let bytes = this.shared()?;
-        let held = Box::new(HeldBuffer::new(bytes, &this.shape, this.dtype)?);
-        if flags & ffi::PyBUF_F_CONTIGUOUS == ffi::PyBUF_F_CONTIGUOUS && !held.is_f_contiguous() {
-            return Err(PyBufferError::new_err(
-                "Tensor buffers are C-contiguous, not Fortran-contiguous",
-            ));
-        }
-        let held = Box::into_raw(held);
-        // SAFETY: `view` is a valid Py_buffer from CPython. Every pointer we store points
-        // into `held`, which `__releasebuffer__` frees; `held.bytes` keeps the memory alive.
-        unsafe {
-            let h = &mut *held;
-            (*view).buf = h.bytes.as_ptr().cast_mut().cast();
-            (*view).len = h.len;
-            (*view).readonly = 1;
-            (*view).itemsize = h.itemsize;
-            (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-                format.as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).ndim = h.ndim;
-            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
-                h.shape.as_mut_ptr()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
-                h.strides.as_mut_ptr()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = held.cast();
-            (*view).obj = slf.into_any().into_ptr();
-        }
-        Ok(())
-    }
-
-    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
-        // SAFETY: `internal` was set by `__getbuffer__` from `Box::into_raw` and is released
-        // exactly once, here.
-        unsafe {
-            let held = (*view).internal.cast::<HeldBuffer>();
-            if !held.is_null() {
-                drop(Box::from_raw(held));
-                (*view).internal = std::ptr::null_mut();
-            }
-        }
-    }
-
-    /// DLPack export: shared and read-only by default, a fresh writable copy on `copy=True`.
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
-        stream: Option<&Bound<'py, PyAny>>,
-        max_version: Option<&Bound<'py, PyAny>>,
-        dl_device: Option<&Bound<'py, PyAny>>,
-        copy: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let request = dlpack::parse_request(stream, max_version, dl_device, copy)?;
-        self.check_dlpack(py)?;
-        let bytes = self.shared()?;
-        let layout = self.layout();
-        match (request.abi, request.copy) {
-            (Abi::Versioned, None | Some(false)) => {
-                let owner = Box::new(bytes);
-                let data = owner.as_ptr().cast_mut();
-                // SAFETY: the capsule keeps a `Bytes` clone (so the memory lives and is seen
-                // as shared) and says READ_ONLY, so nobody writes through `data`.
-                unsafe { dlpack::export(py, owner, data, &layout, Abi::Versioned, DlpackFlags::READ_ONLY) }
-            }
-            (Abi::Legacy, Some(false)) => Err(PyBufferError::new_err(
-                "a legacy DLPack capsule (no max_version) cannot mark memory read-only, so a \
-                 zero-copy export needs max_version >= (1, 0); or use into_dlpack() to move the buffer out",
-            )),
-            (abi, _) => export_copy(py, &bytes, &layout, abi),
-        }
-    }
-
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        CPU
-    }
-
-    /// Moves the buffer out for a writable zero-copy export; the tensor becomes a tombstone.
-    #[allow(clippy::wrong_self_convention)] // the name is the public API; Python objects are shared
-    fn into_dlpack(&self, py: Python<'_>) -> PyResult<OwnedTensor> {
-        self.check_dlpack(py)?;
-        let mut slot = self.lock();
-        let bytes = slot
-            .take()
-            .ok_or_else(|| PyBufferError::new_err(CONSUMED))?;
-        // An empty buffer owns no memory, so nobody can observe writes to it.
-        let owned = if bytes.is_empty() {
-            Ok(bytes::BytesMut::new())
-        } else {
-            bytes.try_into_mut()
-        };
-        match owned {
-            Ok(owned) => {
-                Ok(OwnedTensor::new(owned, self.shape.clone(), self.dtype).recycled(self.recycle))
-            }
-            Err(bytes) => {
-                *slot = Some(bytes);
-                Err(PyBufferError::new_err(SHARED))
-            }
         }
     }
 }

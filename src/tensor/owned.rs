@@ -18,6 +18,8 @@ use crate::dtype::numpy_dtype;
 const EXPORTED: &str =
     "OwnedTensor already exported: its buffer goes to exactly one DLPack consumer";
 
+/// A buffer moved out of a Tensor by `Tensor.into_dlpack()`, handed to exactly one DLPack
+/// consumer, writable.
 #[pyclass(frozen, module = "zarrpipe", name = "OwnedTensor")]
 pub struct OwnedTensor {
     shape: Vec<usize>,
@@ -77,21 +79,25 @@ impl Drop for Exported {
 
 #[pymethods]
 impl OwnedTensor {
+    /// The shape, one length per axis.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.shape)
     }
 
+    /// The element type, in native byte order.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
         numpy_dtype(py, self.dtype)
     }
 
+    /// The number of axes.
     #[getter]
     fn ndim(&self) -> usize {
         self.shape.len()
     }
 
+    /// The size of the buffer in bytes.
     #[getter]
     fn nbytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.size()
@@ -111,7 +117,21 @@ impl OwnedTensor {
         )
     }
 
-    /// One-shot DLPack export that moves the buffer to the consumer: writable, zero-copy.
+    /// The one writable, zero-copy DLPack export: the buffer moves into the capsule.
+    ///
+    /// Args:
+    ///     stream: Must be `None` (or -1): the memory is on the CPU.
+    ///     max_version: The highest DLPack version the consumer understands
+    ///         (`>= (1, 0)` gives a versioned capsule with no flags set).
+    ///     dl_device: The device the consumer wants; only `(1, 0)`, the CPU.
+    ///     copy: `True` is refused (the point of an OwnedTensor is not to copy).
+    ///
+    /// Returns:
+    ///     A PyCapsule owning the buffer; its deleter frees it.
+    ///
+    /// Raises:
+    ///     BufferError: A second export, a device other than the CPU, or `copy=True`.
+    ///     ValueError: A `stream` other than `None` or -1.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
         &self,
@@ -149,6 +169,10 @@ impl OwnedTensor {
         unsafe { dlpack::export(py, owner, data, &layout, request.abi, flags) }
     }
 
+    /// The DLPack device of the memory.
+    ///
+    /// Returns:
+    ///     Always `(1, 0)`: CPU memory.
     fn __dlpack_device__(&self) -> (i32, i32) {
         CPU
     }
