@@ -1,7 +1,7 @@
 """One process's timings of the paths a reorganisation of the engine and the pipeline
 touches: native reads (whole, picks), the zarr-python door (box reads, picks, points,
-strings, pick writes) and a native box write. Each is run once untimed, then N times;
-prints `name<TAB>median<TAB>min<TAB>max` in milliseconds.
+strings, pick writes of numbers and strings) and native writes (a box, picks, steps). Each
+is run once untimed, then N times; prints `name<TAB>median<TAB>min<TAB>max` in milliseconds.
 
     python benches/reorganisation_turns.py [N] [DATA_DIR]
 
@@ -95,11 +95,33 @@ def main() -> None:
         zw.oindex[idx, idx] = vals
 
     rows["door oindex write every 8th, sharded"] = timed(write_pick)
+    rng = np.random.default_rng(1)
+    points = (rng.integers(0, 2048, 10_000), rng.integers(0, 2048, 10_000))
+    point_values = np.arange(10_000, dtype="uint16")
+    rows["door vindex write 10k points, sharded"] = timed(
+        lambda: zw.vindex.__setitem__(points, point_values)
+    )
+    zt_w = zarr.open_array(DATA / "strings", mode="r+")
+    string_points = (rng.integers(0, 200, 2000), rng.integers(0, 200, 2000))
+    strings = zt_w.vindex[string_points]  # written back: the store keeps its values
+    rows["door strings vindex write 2k"] = timed(
+        lambda: zt_w.vindex.__setitem__(string_points, strings)
+    )
+    nsw = zarrpipe.open(str(DATA / "sharded"), mode="r+")
+    rows["native oindex write every 8th, sharded"] = timed(
+        lambda: nsw.oindex.__setitem__((idx, idx), vals)
+    )
+    rows["native vindex write 10k points, sharded"] = timed(
+        lambda: nsw.vindex.__setitem__(points, point_values)
+    )
     nw = zarrpipe.open(str(DATA / "chunked"), mode="r+")
     block = np.ones((1024, 1024), dtype="uint16")
     rows["native write 2 MiB box"] = timed(
         lambda: nw.__setitem__((slice(512, 1536), slice(512, 1536)), block)
     )
+    steps = (slice(None, None, 2), slice(None, None, 2))
+    stepped = np.asarray(native_arr[steps])  # written back: the store keeps its values
+    rows["native step write [::2, ::2], 32 MiB"] = timed(lambda: nw.__setitem__(steps, stepped))
     for k, (med, lo, hi) in rows.items():
         print(f"{k}\t{med:.2f}\t{lo:.2f}\t{hi:.2f}")
 

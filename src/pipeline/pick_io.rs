@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
+use zarrpipe_codecs::array::variable::VarData;
 use zarrpipe_codecs::layout::placement::c_strides;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::variable::VariableChunkPick;
@@ -21,6 +22,12 @@ use super::{bytes_list, PipelineArray};
 use crate::errors::BindResult;
 use crate::numpy_layout::numpy_layout;
 use crate::runtime::run;
+
+/// The values of a write by picks, as the engine takes them.
+enum Held {
+    Strings(VarData),
+    Fixed(SrcPtr),
+}
 
 /// What a write returns to Python: per chunk the encoded bytes, or None (stored, deleted).
 pub(super) type WrittenList<'py> = Vec<Option<Bound<'py, PyBytes>>>;
@@ -147,22 +154,11 @@ impl PipelineArray {
                 .collect())
         };
         let array = self.array.clone();
-        let written = if let Some(kind) = self.array.info.variable {
+        // The values: strings and bytes converted, fixed-size elements read where they are.
+        let held = if let Some(kind) = self.array.info.variable {
             let n: u64 = value.getattr("size")?.extract()?;
             let flat = value.call_method0("ravel")?;
-            let values = crate::variable::from_numpy(py, &flat, kind, &[n])?;
-            run(py, move || {
-                let supplied = bytes_list(&existing);
-                let values = PickValues::Variable(&values);
-                array.write_chunk_picks(
-                    &chunks,
-                    values,
-                    sources,
-                    supplied.as_deref(),
-                    write_empty,
-                    None,
-                )
-            })?
+            Held::Strings(crate::variable::from_numpy(py, &flat, kind, &[n])?)
         } else {
             let value = value.cast::<PyUntypedArray>()?;
             if value.dtype().itemsize() != self.array.info.dtype.size() {
@@ -178,19 +174,23 @@ impl PipelineArray {
             // this call returns; the write only reads it.
             let src =
                 unsafe { SrcPtr::new(ptr.wrapping_add(layout.base), layout.len - layout.base) };
-            run(py, move || {
-                let supplied = bytes_list(&existing);
-                let values = PickValues::Fixed(&src);
-                array.write_chunk_picks(
-                    &chunks,
-                    values,
-                    sources,
-                    supplied.as_deref(),
-                    write_empty,
-                    None,
-                )
-            })?
+            Held::Fixed(src)
         };
+        let written = run(py, move || {
+            let values = match &held {
+                Held::Strings(strings) => PickValues::Variable(strings),
+                Held::Fixed(src) => PickValues::Fixed(src),
+            };
+            let supplied = bytes_list(&existing);
+            array.write_chunk_picks(
+                &chunks,
+                values,
+                sources,
+                supplied.as_deref(),
+                write_empty,
+                None,
+            )
+        })?;
         crate::errors::warn_unconditional(py, self.array.store())?;
         Ok(written
             .into_iter()
