@@ -13,7 +13,7 @@ use zarrpipe_codecs::layout::placement::c_strides;
 use zarrpipe_codecs::memory::out::OutPtr;
 use zarrpipe_codecs::read::variable::VariableChunkPick;
 use zarrpipe_codecs::read::Source;
-use zarrpipe_codecs::write::pick::{ChunkPick, PickValues};
+use zarrpipe_codecs::write::pick::{ChunkPick, PickValues, Sources};
 use zarrpipe_codecs::write::{SrcPtr, Written};
 
 use super::fetched::{fetched_list, FetchedArg};
@@ -148,10 +148,12 @@ impl PipelineArray {
             })
             .collect();
         // Request i's values, one request at a time: 8 bytes per value, not all at once.
-        let sources = |i: usize| -> zarrpipe_codecs::Result<Vec<usize>> {
-            Ok((requests.value_index(i, drop_axes)?.into_iter())
-                .map(|v| v as usize)
-                .collect())
+        let sources = |i: usize| -> zarrpipe_codecs::Result<Sources> {
+            Ok(Sources::Listed(
+                (requests.value_index(i, drop_axes)?.into_iter())
+                    .map(|v| v as usize)
+                    .collect(),
+            ))
         };
         let array = self.array.clone();
         // The values: strings and bytes converted, fixed-size elements read where they are.

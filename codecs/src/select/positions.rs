@@ -48,7 +48,7 @@ pub fn for_each_pick_offset(
 }
 
 /// One factor's offsets, in its own order.
-fn factor_offsets(factor: &Factor, strides: &[i64]) -> Vec<i64> {
+pub(crate) fn factor_offsets(factor: &Factor, strides: &[i64]) -> Vec<i64> {
     match factor {
         Factor::Step {
             axis,

@@ -12,15 +12,17 @@
 use crate::array::variable::VarData;
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::layout::index::try_for_each_index;
 use crate::layout::placement::c_strides;
 use crate::memory::buffer::checked_nbytes;
 use crate::read::cache::ChunkCache;
 use crate::read::gather::{check_partition, group_factor, Group};
 use crate::select::pick::{Factor, Pick};
-use crate::select::positions::{for_each_pick_offset, pick_offsets};
+use crate::select::positions::{factor_offsets, for_each_pick_offset, pick_offsets};
 use crate::store::sink::Sink;
 use crate::store::{Made, Prior};
 use crate::write::{SrcPtr, Written};
+use std::ops::Range;
 
 /// One stored chunk of a write by picks.
 #[derive(Clone, Debug)]
@@ -50,6 +52,30 @@ impl PickValues<'_> {
         match self {
             Self::Fixed(src) => src.len() / elem.max(1),
             Self::Variable(data) => data.len(),
+        }
+    }
+}
+
+/// Where one chunk's values are in the caller's values, in the order of the chunk's pick.
+#[derive(Clone, Debug)]
+pub enum Sources {
+    /// The element index of each value (zarr-python's pairs, broadcast as NumPy does).
+    Listed(Vec<usize>),
+    /// The values are themselves a pick over a C-order array of `shape`, factor by factor
+    /// beside the chunk's (an array's own pick): walked in step with the chunk's, with no
+    /// list made.
+    Picked { shape: Vec<u64>, pick: Pick },
+}
+
+impl Sources {
+    /// The element indices, one per value.
+    fn listed(self) -> Vec<usize> {
+        match self {
+            Self::Listed(list) => list,
+            Self::Picked { shape, pick } => pick_offsets(&pick, &c_strides_i64(&shape))
+                .into_iter()
+                .map(|o| o as usize)
+                .collect(),
         }
     }
 }
@@ -129,35 +155,31 @@ impl Array {
             })
             .collect::<Result<Vec<_>>>()?;
         // Chunk i's values: the output positions of its groups, one factor per output axis.
-        let out_strides: Vec<i64> = (c_strides(&out_shape, 1).iter())
-            .map(|&s| s as i64)
-            .collect();
-        let sources = |i: usize| -> Result<Vec<usize>> {
+        let sources = |i: usize| -> Result<Sources> {
             let positions = (groups.iter().zip(&touched[i].groups).enumerate())
                 .map(|(t, (gs, &g))| Factor::Points {
                     axes: vec![t],
                     coords: gs[g].pos.clone(),
                 })
                 .collect();
-            let at = Pick::new(&out_shape, positions)?;
-            Ok(pick_offsets(&at, &out_strides)
-                .into_iter()
-                .map(|o| o as usize)
-                .collect())
+            Ok(Sources::Picked {
+                pick: Pick::new(&out_shape, positions)?,
+                shape: out_shape.clone(),
+            })
         };
         self.write_chunk_picks(&chunks, values, sources, None, write_empty, cache)?;
         Ok(())
     }
 
-    /// Writes each chunk's pick: the k-th value of `chunks[i].pick` is element
-    /// `sources(i)[k]` of `values` (computed one chunk at a time, so the lists of all chunks
-    /// are never held together). With `supplied` (old chunks, one per chunk, `None` =
+    /// Writes each chunk's pick: the k-th value of `chunks[i].pick` is the k-th element of
+    /// `values` that `sources(i)` names (computed one chunk at a time, so the lists of all
+    /// chunks are never held together). With `supplied` (old chunks, one per chunk, `None` =
     /// missing) the encoded chunks are returned instead of stored.
     pub fn write_chunk_picks(
         &self,
         chunks: &[ChunkPick],
         values: PickValues<'_>,
-        sources: impl Fn(usize) -> Result<Vec<usize>> + Sync,
+        sources: impl Fn(usize) -> Result<Sources> + Sync,
         supplied: Option<&[Option<&[u8]>]>,
         write_empty: bool,
         cache: Option<&ChunkCache>,
@@ -189,25 +211,13 @@ impl Array {
             |i, prior, sink| {
                 let chunk = &chunks[i];
                 let from = sources(i)?;
-                let wanted: u64 = chunk.pick.out_shape().iter().product();
-                if from.len() as u64 != wanted {
-                    return Err(Error::InvalidArgument(format!(
-                        "{} values for the {wanted} elements picked in chunk {:?}",
-                        from.len(),
-                        chunk.key
-                    )));
-                }
-                if let Some(v) = from.iter().find(|&&v| v >= count) {
-                    return Err(Error::InvalidArgument(format!(
-                        "value {v} of {count} for chunk {:?}",
-                        chunk.key
-                    )));
-                }
+                check_sources(chunk, &from, count)?;
                 match values {
                     PickValues::Fixed(src) => {
                         self.update_fixed(chunk, src, &from, prior, write_empty, sink)
                     }
                     PickValues::Variable(data) => {
+                        let from = from.listed();
                         self.update_variable(chunk, data, &from, prior, write_empty, sink)
                     }
                 }
@@ -220,7 +230,7 @@ impl Array {
         &self,
         chunk: &ChunkPick,
         src: &SrcPtr,
-        from: &[usize],
+        from: &Sources,
         prior: Prior<'_>,
         write_empty: bool,
         sink: &mut dyn Sink,
@@ -231,29 +241,39 @@ impl Array {
         } else {
             self.decoded_chunk(&chunk.shape, &chunk.key, prior.encoded)?
         };
+        let values = src.bytes();
         let strides: Vec<i64> = (c_strides(&chunk.shape, elem).iter())
             .map(|&s| s as i64)
             .collect();
-        let values = src.bytes();
-        // Runs contiguous on both sides are copied at once, in pick order (so of repeated
-        // positions the last value stays).
-        let mut run: Option<(usize, usize, usize)> = None;
-        let mut k = 0;
-        for_each_pick_offset(&chunk.pick, &strides, |d| {
-            let (d, s) = (d as usize, from[k] * elem);
-            k += 1;
-            match &mut run {
-                Some((rd, rs, n)) if *rd + *n == d && *rs + *n == s => *n += elem,
-                _ => {
-                    if let Some(done) = run.replace((d, s, elem)) {
-                        copy_run(&mut bytes, values, done)?;
+        match from {
+            Sources::Listed(from) => {
+                // Runs contiguous on both sides are copied at once, in pick order (so of
+                // repeated positions the last value stays).
+                let mut run: Option<(usize, usize, usize)> = None;
+                let mut k = 0;
+                for_each_pick_offset(&chunk.pick, &strides, |d| {
+                    let (d, s) = (d as usize, from[k] * elem);
+                    k += 1;
+                    match &mut run {
+                        Some((rd, rs, n)) if *rd + *n == d && *rs + *n == s => *n += elem,
+                        _ => {
+                            if let Some(done) = run.replace((d, s, elem)) {
+                                copy_run(&mut bytes, values, done)?;
+                            }
+                        }
                     }
+                    Ok(())
+                })?;
+                if let Some(done) = run {
+                    copy_run(&mut bytes, values, done)?;
                 }
             }
-            Ok(())
-        })?;
-        if let Some(done) = run {
-            copy_run(&mut bytes, values, done)?;
+            Sources::Picked { shape, pick } => {
+                let src_strides: Vec<i64> =
+                    (c_strides(shape, elem).iter()).map(|&s| s as i64).collect();
+                let to = (&chunk.pick, strides.as_slice());
+                copy_in_step(&mut bytes, to, values, (pick, &src_strides), elem)?;
+            }
         }
         self.finish(
             bytes,
@@ -325,6 +345,76 @@ impl Array {
     }
 }
 
+/// Checks that `from` names one value of the `count` there are for each element of the
+/// chunk's pick.
+fn check_sources(chunk: &ChunkPick, from: &Sources, count: usize) -> Result<()> {
+    let wanted = chunk.pick.out_shape();
+    let bad = |what: String| {
+        Err(Error::InvalidArgument(format!(
+            "{what} for the elements picked in chunk {:?}",
+            chunk.key
+        )))
+    };
+    match from {
+        Sources::Listed(list) => {
+            if list.len() as u64 != wanted.iter().product::<u64>() {
+                return bad(format!("{} values", list.len()));
+            }
+            if let Some(v) = list.iter().find(|&&v| v >= count) {
+                return bad(format!("value {v} of {count}"));
+            }
+        }
+        Sources::Picked { shape, pick } => {
+            if pick.out_shape() != wanted {
+                return bad("values of another shape".into());
+            }
+            if shape.iter().product::<u64>() > count as u64 {
+                return bad(format!("values over {shape:?} of {count}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies the `elem`-byte values `src_pick` selects (byte `src_strides`) to the places `pick`
+/// selects (byte `strides`) in `chunk`, the two walked factor by factor in step: the innermost
+/// factor's runs contiguous on both sides are found once, then copied for each combination
+/// of the outer factors, in pick order (the last of repeated positions stays).
+fn copy_in_step(
+    chunk: &mut [u8],
+    (pick, strides): (&Pick, &[i64]),
+    values: &[u8],
+    (src_pick, src_strides): (&Pick, &[i64]),
+    elem: usize,
+) -> Result<()> {
+    let mut dst: Vec<Vec<i64>> = (pick.factors().iter())
+        .map(|f| factor_offsets(f, strides))
+        .collect();
+    let mut src: Vec<Vec<i64>> = (src_pick.factors().iter())
+        .map(|f| factor_offsets(f, src_strides))
+        .collect();
+    let (Some(dst_inner), Some(src_inner)) = (dst.pop(), src.pop()) else {
+        return copy_run(chunk, values, (0, 0, elem)); // 0-d: one element
+    };
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (&d, &s) in dst_inner.iter().zip(&src_inner) {
+        let (d, s) = (d as usize, s as usize);
+        match runs.last_mut() {
+            Some((rd, rs, n)) if *rd + *n == d && *rs + *n == s => *n += elem,
+            _ => runs.push((d, s, elem)),
+        }
+    }
+    let outer: Vec<Range<u64>> = dst.iter().map(|o| 0..o.len() as u64).collect();
+    try_for_each_index(&outer, |k| {
+        let (mut d0, mut s0) = (0usize, 0usize);
+        for ((&j, d), s) in k.iter().zip(&dst).zip(&src) {
+            d0 += d[j as usize] as usize;
+            s0 += s[j as usize] as usize;
+        }
+        (runs.iter()).try_for_each(|&(d, s, n)| copy_run(chunk, values, (d0 + d, s0 + s, n)))
+    })
+}
+
 /// Copies `n` bytes of `values` at `s` to `chunk` at `d`; single elements of the common
 /// sizes without a `memcpy` call, which would dominate a pick of scattered elements.
 fn copy_run(chunk: &mut [u8], values: &[u8], (d, s, n): (usize, usize, usize)) -> Result<()> {
@@ -350,4 +440,60 @@ fn copy_fixed<const N: usize>(to: &mut [u8], from: &[u8]) {
 /// C-order element strides of `shape`.
 fn c_strides_i64(shape: &[u64]) -> Vec<i64> {
     c_strides(shape, 1).iter().map(|&s| s as i64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-step walk puts each value where the element-by-element pairing of the two
+    /// picks' offsets puts it, repeated positions included (the last value stays).
+    #[test]
+    fn values_walked_in_step_land_where_their_pairs_say() {
+        let elem = 2;
+        let shape = [6u64, 5];
+        let pick = Pick::new(
+            &shape,
+            vec![
+                Factor::step(0, 5, -2, 3),
+                Factor::Points {
+                    axes: vec![1],
+                    coords: vec![0, 1, 2, 2, 4],
+                },
+            ],
+        )
+        .unwrap();
+        let src_shape = [4u64, 7];
+        let src_pick = Pick::new(
+            &src_shape,
+            vec![Factor::step(0, 1, 1, 3), Factor::step(1, 6, -1, 5)],
+        )
+        .unwrap();
+        let values: Vec<u8> = (0..4 * 7 * elem as u8).collect();
+        let strides = c_strides_i64(&shape)
+            .iter()
+            .map(|s| s * 2)
+            .collect::<Vec<_>>();
+        let src_strides = (c_strides_i64(&src_shape).iter())
+            .map(|s| s * 2)
+            .collect::<Vec<_>>();
+        let mut walked = vec![0u8; 6 * 5 * elem];
+        copy_in_step(
+            &mut walked,
+            (&pick, &strides),
+            &values,
+            (&src_pick, &src_strides),
+            elem,
+        )
+        .unwrap();
+        let mut paired = vec![0u8; 6 * 5 * elem];
+        let to = pick_offsets(&pick, &strides);
+        let from = pick_offsets(&src_pick, &src_strides);
+        for (&d, &s) in to.iter().zip(&from) {
+            let (d, s) = (d as usize, s as usize);
+            paired[d..d + elem].copy_from_slice(&values[s..s + elem]);
+        }
+        assert_eq!(walked, paired);
+        assert_ne!(walked, vec![0u8; 6 * 5 * elem]);
+    }
 }
