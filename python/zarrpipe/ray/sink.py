@@ -28,13 +28,12 @@ def _runs(rows: np.ndarray) -> list[tuple[int, int]]:
 
 def _write_rows(array: Array, rows: np.ndarray, values: np.ndarray) -> None:
     """Writes `values[k]` at position `rows[k]` (sorted) of axis 0: each run of
-    consecutive rows a chunk long or longer as a slice, the rest in one `oindex` write
-    (variable-length arrays take slices only: every run is a slice there). A chunk two
-    writes share is updated by each in turn, read, updated and stored as one step."""
-    variable = array.dtype.kind in "OT"
+    consecutive rows a chunk long or longer as a slice, the rest in one `oindex` write. A
+    chunk two writes share is updated by each in turn, read, updated and stored as one
+    step."""
     scattered: list[np.ndarray] = []
     for i, j in _runs(rows):
-        if variable or j - i >= max(array.read_chunk_sizes[0], default=1):
+        if j - i >= max(array.read_chunk_sizes[0], default=1):
             array[int(rows[i]) : int(rows[j - 1]) + 1] = values[i:j]
         else:
             scattered.append(np.arange(i, j))
