@@ -72,7 +72,7 @@ impl Sources {
     fn listed(self) -> Vec<usize> {
         match self {
             Self::Listed(list) => list,
-            Self::Picked { shape, pick } => pick_offsets(&pick, &c_strides_i64(&shape))
+            Self::Picked { shape, pick } => pick_offsets(&pick, &c_strides_i64(&shape, 1))
                 .into_iter()
                 .map(|o| o as usize)
                 .collect(),
@@ -242,9 +242,7 @@ impl Array {
             self.decoded_chunk(&chunk.shape, &chunk.key, prior.encoded)?
         };
         let values = src.bytes();
-        let strides: Vec<i64> = (c_strides(&chunk.shape, elem).iter())
-            .map(|&s| s as i64)
-            .collect();
+        let strides = c_strides_i64(&chunk.shape, elem);
         match from {
             Sources::Listed(from) => {
                 // Runs contiguous on both sides are copied at once, in pick order (so of
@@ -269,8 +267,7 @@ impl Array {
                 }
             }
             Sources::Picked { shape, pick } => {
-                let src_strides: Vec<i64> =
-                    (c_strides(shape, elem).iter()).map(|&s| s as i64).collect();
+                let src_strides = c_strides_i64(shape, elem);
                 let to = (&chunk.pick, strides.as_slice());
                 copy_in_step(&mut bytes, to, values, (pick, &src_strides), elem)?;
             }
@@ -302,7 +299,7 @@ impl Array {
         let cells = old.len();
         // Which value each cell takes: the last picked for it, else its old one.
         let mut new_value: Vec<Option<usize>> = vec![None; cells];
-        for (p, &v) in pick_offsets(&chunk.pick, &c_strides_i64(&chunk.shape))
+        for (p, &v) in pick_offsets(&chunk.pick, &c_strides_i64(&chunk.shape, 1))
             .iter()
             .zip(from)
         {
@@ -437,9 +434,9 @@ fn copy_fixed<const N: usize>(to: &mut [u8], from: &[u8]) {
     }
 }
 
-/// C-order element strides of `shape`.
-fn c_strides_i64(shape: &[u64]) -> Vec<i64> {
-    c_strides(shape, 1).iter().map(|&s| s as i64).collect()
+/// C-order strides of `shape` in units of `elem` bytes, signed as offsets are.
+fn c_strides_i64(shape: &[u64], elem: usize) -> Vec<i64> {
+    c_strides(shape, elem).iter().map(|&s| s as i64).collect()
 }
 
 #[cfg(test)]
@@ -470,13 +467,8 @@ mod tests {
         )
         .unwrap();
         let values: Vec<u8> = (0..4 * 7 * elem as u8).collect();
-        let strides = c_strides_i64(&shape)
-            .iter()
-            .map(|s| s * 2)
-            .collect::<Vec<_>>();
-        let src_strides = (c_strides_i64(&src_shape).iter())
-            .map(|s| s * 2)
-            .collect::<Vec<_>>();
+        let strides = c_strides_i64(&shape, elem);
+        let src_strides = c_strides_i64(&src_shape, elem);
         let mut walked = vec![0u8; 6 * 5 * elem];
         copy_in_step(
             &mut walked,
