@@ -19,6 +19,7 @@ import asyncio
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -60,8 +61,12 @@ if TYPE_CHECKING:
 
     BatchInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
 
-# zarr >= 3.3 expects `read` to report, per chunk, whether it was present.
+# zarr >= 3.3 expects `read` to report, per chunk, whether it was present: a `GetResult`
+# (a TypedDict) each. Read-only mappings, so that every chunk can share one (a fresh dict
+# per chunk was 0.9 ms of a read of 8,192 chunks; zarr-python only looks up "status").
 _REPORTS_STATUS = hasattr(_abc, "GetResult")
+_PRESENT = MappingProxyType({"status": "present"})
+_MISSING = MappingProxyType({"status": "missing"})
 
 
 @dataclass(eq=False)
@@ -246,9 +251,7 @@ class CodecPipeline(_abc.CodecPipeline):
                 self._fall_back("output buffer or chunk selection not supported")
             return await self._python.read(batch, out, drop_axes)
         if _REPORTS_STATUS:
-            # zarr-python's `GetResult` is a TypedDict: dicts, built as literals (calling the
-            # TypedDict was 8 % of a 1,024-chunk read through this pipeline).
-            return tuple({"status": "present"} if p else {"status": "missing"} for p in present)
+            return tuple([_PRESENT if p else _MISSING for p in present])
         return None
 
     async def _read_variable(self, batch: list[BatchInfo], out: Any) -> list[bool] | None:

@@ -10,6 +10,7 @@ import importlib.util
 import lzma
 import os
 import pickle
+import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -1333,3 +1334,32 @@ def test_selections_into_out_buffers_of_another_dtype(ours, loc, out_dtype):
             got = out.as_numpy_array()
             assert got.dtype == np.dtype(out_dtype)
             np.testing.assert_array_equal(got, expect.astype(out_dtype), f"{method} {selection}")
+
+
+@pytest.mark.skipif(
+    not hasattr(zarr.abc.codec, "GetResult"), reason="zarr-python < 3.3 takes no chunk status"
+)
+@pytest.mark.parametrize("shards", [None, (4, 4)])
+def test_read_reports_which_chunks_are_missing(ours, tmp_path, shards):
+    """The status `read` gives zarr-python per chunk, in batch order: with
+    `read_missing_chunks=False` zarr-python names exactly the chunks (shards) not stored."""
+    store = LocalStore(tmp_path / "a")
+    a = zarr.create_array(store, shape=(8, 8), chunks=(2, 2), shards=shards, dtype="i4")
+    a[0:2, 0:2] = 1  # chunk (0, 0): in shard (0, 0) when sharded
+    a[6:8, 2:4] = 2  # chunk (3, 1): in shard (1, 0)
+    strict = zarr.open_array(store, mode="r", config={"read_missing_chunks": False})
+    assert is_ours(strict)
+    from zarr.errors import ChunkNotFoundError
+
+    with pytest.raises(ChunkNotFoundError, match="not found") as caught:
+        strict[...]
+    named = set(re.findall(r"grid position \(([^)]*)\)", str(caught.value)))
+    if shards is None:
+        stored = {(0, 0), (3, 1)}
+        grid = [(i, j) for i in range(4) for j in range(4)]
+    else:
+        stored = {(0, 0), (1, 0)}
+        grid = [(i, j) for i in range(2) for j in range(2)]
+    assert named == {", ".join(map(str, c)) for c in grid if c not in stored}
+    assert (strict[0:2, 0:2] == 1).all()
+    assert (strict[6:8, 2:4] == 2).all()

@@ -25,8 +25,12 @@ use rayon::prelude::*;
 
 /// The unit of the choice: one huge page on x86-64 and aarch64 (4 KiB base pages).
 const STEP: usize = 2 << 20;
-/// Steps per task: large enough that `madvise` calls are few, small enough to balance.
-const STEPS_PER_PART: usize = 32;
+/// Steps per task at most: few `madvise` calls on large buffers.
+const MAX_STEPS_PER_PART: usize = 32;
+/// Tasks per pool thread at least, so that every thread faults its share of a buffer of a
+/// few dozen MiB (with 32 steps per task, a 64 MiB buffer was one task: one thread faulted
+/// it all while the others waited, a third of a 64 MiB read into zarr-python's buffer).
+const PARTS_PER_THREAD: usize = 4;
 /// A step slower than this met memory the host had to fault in (backed: ~0.25 ms).
 const SLOW_NANOS: u64 = 1_500_000;
 
@@ -210,10 +214,14 @@ unsafe fn populate_with(ptr: *mut u8, len: usize, keep: bool) {
     };
     // SAFETY: the range is inside the caller's allocation (contract above).
     unsafe { sys::advise(start, end - start, initial == 1) };
-    let parts = (end - start).div_ceil(STEP * STEPS_PER_PART);
+    let steps = (end - start) / STEP;
+    let per_part = steps
+        .div_ceil(rayon::current_num_threads() * PARTS_PER_THREAD)
+        .clamp(1, MAX_STEPS_PER_PART);
+    let parts = steps.div_ceil(per_part);
     (0..parts).into_par_iter().for_each(|part| {
-        let from = start + part * STEP * STEPS_PER_PART;
-        let to = (from + STEP * STEPS_PER_PART).min(end);
+        let from = start + part * STEP * per_part;
+        let to = (from + STEP * per_part).min(end);
         let mut advised = initial;
         let mut at = from;
         while at < to {
