@@ -44,6 +44,7 @@ fn _zarrpipe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_first_touch_stats, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::_read_path_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline::output::_output_array, m)?)?;
     m.add_function(wrap_pyfunction!(obstore::_obstore_location, m)?)?;
     errors::register(m)?;
     Ok(())

@@ -1,8 +1,8 @@
 """zarrpipe: fast, correct Zarr v2/v3 reads and writes from Python, on a Rust codec pipeline.
 
 Stores, groups, arrays, `open`, tensors, errors and the thread pool are importable from
-here, and so are `CodecPipeline` and `FallbackWarning` (loaded with zarr-python on first
-use). The training loaders are not: they live in `zarrpipe.loader`, `zarrpipe.torch` and
+here, and so are `CodecPipeline`, `FallbackWarning` and `NDBuffer` (loaded with zarr-python
+on first use). The training loaders are not: they live in `zarrpipe.loader`, `zarrpipe.torch` and
 `zarrpipe.jax`; the engine adapter in `zarrpipe.engine`, the xarray backend in
 `zarrpipe.xarray_backend`.
 """
@@ -54,4 +54,8 @@ def __getattr__(name: str) -> object:
         from zarrpipe import pipeline
 
         return getattr(pipeline, name)
+    if name == "NDBuffer":
+        from zarrpipe import ndbuffer
+
+        return ndbuffer.NDBuffer
     raise AttributeError(f"module 'zarrpipe' has no attribute {name!r}")

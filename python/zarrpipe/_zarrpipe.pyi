@@ -36,6 +36,7 @@ __all__ = [
     "__version__",
     "_first_touch_stats",
     "_obstore_location",
+    "_output_array",
     "_read_path_stats",
     "get_num_threads",
     "open",
@@ -1428,6 +1429,12 @@ def get_num_threads() -> int:
 
 def _obstore_location(store: Any) -> tuple[str, dict[str, str]]:
     """The URL and object_store options zarrpipe opens for an obstore store object."""
+
+def _output_array(nbytes: int) -> npt.NDArray[np.uint8] | None:
+    """A writable, zeroed 1-d uint8 NumPy array of `nbytes` in memory zarrpipe keeps for the
+    next read of its size once NumPy frees it (the pages of an earlier read's output, else
+    fresh memory faulted in on the pool threads); None where NumPy's own allocation costs no
+    more (under 32 MiB, or with kept outputs turned off by `ZARRPIPE_RECYCLE_BYTES=0`)."""
 
 def _read_path_stats() -> dict[str, int]:
     """Which read paths this process has taken, as `{"direct_pick_boxes": n, "overlapped_reads":

@@ -20,6 +20,7 @@ use zarrpipe_codecs::store::Store as EngineStore;
 use zarrpipe_codecs::write::{ChunkWrite, SrcPtr, Written};
 
 mod fetched;
+pub mod output;
 mod pick_io;
 pub mod picks;
 pub mod request;

@@ -79,13 +79,14 @@ def _problems(qualname: str, node: ast.AST) -> list[str]:
     return out
 
 
-# Classes documented as a whole: CodecPipeline's methods are zarr-python's protocol, called
-# by zarr-python, not by users (docs/api.md shows the class without members).
-CLASS_ONLY = {"CodecPipeline"}
+# Classes documented as a whole: CodecPipeline's and NDBuffer's methods are zarr-python's
+# protocol, called by zarr-python, not by users (docs/api.md shows the class without members).
+CLASS_ONLY = {"CodecPipeline", "NDBuffer"}
 MODULES = {
     "_zarrpipe.pyi": None,
     "engine.py": {"ArrayEngine", "array_engine"},
     "pipeline.py": {"CodecPipeline", "FallbackWarning"},
+    "ndbuffer.py": {"NDBuffer"},
     "cli.py": {"main"},
     "xarray_backend.py": {"ZarrpipeBackendEntrypoint", "ZarrpipeBackendArray"},
     "ray/read.py": {"read_zarr", "ZarrDatasource"},

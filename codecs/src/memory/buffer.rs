@@ -4,8 +4,10 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::memory::first_touch::PARALLEL_AT_LEAST;
 
 /// An empty `Vec` with room for exactly `len` bytes, or `OutOfMemory`.
 pub fn try_with_capacity(len: usize, what: &str) -> Result<Vec<u8>> {
@@ -95,6 +97,28 @@ impl AlignedOutput {
     }
 }
 
+/// An output for a caller to fill itself (zarr-python's output array, made by
+/// `zarrpipe.NDBuffer`): the memory of an [`AlignedOutput`] — a kept output of an earlier
+/// read, whose pages are in already, else fresh memory faulted in on the pool threads —
+/// zeroed on the pool threads, so that it is handed out initialised. `None` where that saves
+/// nothing: outputs are not kept (`ZARRPIPE_RECYCLE_BYTES=0`, or `len` over the limit), or
+/// `len` is under [`PARALLEL_AT_LEAST`], below which a fresh buffer is not faulted in first
+/// either. Call it on the pool.
+pub fn zeroed_output(len: usize, what: &str) -> Result<Option<Bytes>> {
+    if len < PARALLEL_AT_LEAST || len > crate::memory::recycle::limit() {
+        return Ok(None);
+    }
+    let mut out = AlignedOutput::new(len, what)?;
+    out.uninit_mut()
+        .par_chunks_mut(ZERO_STEP)
+        .for_each(|part| part.fill(MaybeUninit::new(0)));
+    // SAFETY: every one of the `len` bytes was just written.
+    Ok(Some(unsafe { out.into_bytes() }))
+}
+
+/// Bytes zeroed per task by [`zeroed_output`].
+const ZERO_STEP: usize = 4 << 20;
+
 /// The whole allocation of a read's output taken back from its last holder (its contents
 /// dropped), for [`crate::memory::recycle`]; `None` if `owned` is not a read's output (whose
 /// allocation is its length plus less than [`OUTPUT_ALIGN`] bytes, or a kept buffer that
@@ -167,6 +191,28 @@ mod tests {
             allocation_of(BytesMut::from(&[0u8; 300][..]).split_off(100)).is_none(),
             "a slice of a larger buffer is not a read's output"
         );
+    }
+
+    #[test]
+    fn outputs_for_callers_are_zeroed_even_when_kept_memory_held_data() {
+        let len = PARALLEL_AT_LEAST + 12345;
+        assert!(zeroed_output(PARALLEL_AT_LEAST - 1, "test")
+            .unwrap()
+            .is_none());
+        if crate::memory::recycle::limit() < 2 * len {
+            return; // outputs not kept in this environment
+        }
+        let mut out = AlignedOutput::new(len, "test").unwrap();
+        // SAFETY: `len` bytes from the start are the output's to write.
+        unsafe { std::ptr::write_bytes(out.as_mut_ptr(), 7, len) };
+        // SAFETY: written just above.
+        let used = unsafe { out.into_bytes() };
+        let at = used.as_ptr();
+        crate::memory::recycle::give(allocation_of(used.try_into_mut().unwrap()).unwrap());
+        let fresh = zeroed_output(len, "test").unwrap().expect("a large output");
+        assert_eq!(fresh.len(), len);
+        assert_eq!(fresh.as_ptr(), at, "the kept output served it");
+        assert!(fresh.iter().all(|&b| b == 0), "what it held is gone");
     }
 
     #[test]
