@@ -13,6 +13,7 @@ show an earlier read's values) and go back to it when the array is freed.
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -54,7 +55,10 @@ def _kept_array(shape: tuple[int, ...], dtype: np.dtype[Any], order: Literal["C"
     plain = dtype.kind in _PLAIN_KINDS and not dtype.hasobject and dtype.subdtype is None
     if not plain or order not in ("C", "F") or any(n < 0 for n in shape):
         return None  # (NumPy says what is wrong with a negative dimension)
-    raw = _output_array(math.prod(shape) * dtype.itemsize)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > sys.maxsize:
+        return None  # (NumPy says it is too big)
+    raw = _output_array(nbytes)
     if raw is None:
         return None
     return raw.view(dtype).reshape(shape, order=order)

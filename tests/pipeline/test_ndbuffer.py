@@ -130,3 +130,8 @@ def test_small_outputs_stay_numpys():
 def test_a_negative_dimension_is_numpys_error():
     with pytest.raises(ValueError, match="negative"):
         zarrpipe.NDBuffer.empty(shape=(-1, BIG), dtype="f8")
+
+
+def test_an_output_too_large_for_memory_is_numpys_error():
+    with pytest.raises(ValueError, match="too big"):
+        zarrpipe.NDBuffer.empty(shape=(1 << 40, 1 << 40), dtype="f8")
