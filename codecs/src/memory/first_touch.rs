@@ -29,7 +29,7 @@ const STEP: usize = 2 << 20;
 const MAX_STEPS_PER_PART: usize = 32;
 /// Tasks per pool thread at least, so that every thread faults its share of a buffer of a
 /// few dozen MiB (with 32 steps per task, a 64 MiB buffer was one task: one thread faulted
-/// it all while the others waited, a third of a 64 MiB read into zarr-python's buffer).
+/// it all while the others waited).
 const PARTS_PER_THREAD: usize = 4;
 /// A step slower than this met memory the host had to fault in (backed: ~0.25 ms).
 const SLOW_NANOS: u64 = 1_500_000;
